@@ -1,0 +1,378 @@
+#include "CachingAllocator.h"
+
+#include <c10/core/StorageImpl.h>
+#include <c10/util/flat_hash_map.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <set>
+
+#include "Common.h"
+#include "Stream.h"
+
+namespace foo {
+namespace {
+
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+
+constexpr size_t kMinBlockSize = 512;          // every allocation is rounded up to this
+constexpr size_t kSmallSize = 1 << 20;         // requests up to 1 MiB come from the small pool
+constexpr size_t kSmallSegment = 2 << 20;      // small-pool segments are 2 MiB
+constexpr size_t kLargeSegment = 20 << 20;     // medium requests share 20 MiB segments
+constexpr size_t kMinLargeAlloc = 10 << 20;    // requests from here get a segment of their own
+constexpr size_t kLargeRounding = 2 << 20;
+
+struct Block {
+  size_t size;
+  char* ptr;  // device address
+  bool small;
+  bool allocated = false;
+  size_t requested = 0;
+  Block* prev = nullptr;  // neighbours inside the same segment
+  Block* next = nullptr;
+  bool isSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+struct BlockLess {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+  }
+};
+
+size_t roundSize(size_t n) { return n < kMinBlockSize ? kMinBlockSize : (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize; }
+
+size_t segmentSize(size_t size) {
+  if (size <= kSmallSize) return kSmallSegment;
+  if (size < kMinLargeAlloc) return kLargeSegment;
+  return (size + kLargeRounding - 1) / kLargeRounding * kLargeRounding;
+}
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+class DeviceCache {
+ public:
+  explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
+
+  Block* malloc(size_t requested) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t size = roundSize(requested);
+    const bool small = size <= kSmallSize;
+    auto& pool = small ? small_pool_ : large_pool_;
+    Block key{size, nullptr, small};
+    Block* block = nullptr;
+    auto it = pool.lower_bound(&key);
+    if (it != pool.end()) {
+      block = *it;
+      pool.erase(it);
+      if (block->isSplit()) updateStat(stats_.inactive_split, small, -1), updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
+    } else {
+      block = newSegment(size, small, requested);
+    }
+    const size_t remaining = block->size - size;
+    if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
+      Block* rest = new Block{remaining, block->ptr + size, small};
+      rest->prev = block;
+      rest->next = block->next;
+      if (rest->next) rest->next->prev = rest;
+      block->next = rest;
+      block->size = size;
+      pool.insert(rest);
+      updateStat(stats_.inactive_split, small, 1);
+      updateStat(stats_.inactive_split_bytes, small, static_cast<int64_t>(remaining));
+    }
+    block->allocated = true;
+    block->requested = requested;
+    active_.emplace(block->ptr, block);
+    updateStat(stats_.allocation, small, 1);
+    updateStat(stats_.allocated_bytes, small, static_cast<int64_t>(block->size));
+    updateStat(stats_.active, small, 1);
+    updateStat(stats_.active_bytes, small, static_cast<int64_t>(block->size));
+    updateStat(stats_.requested_bytes, small, static_cast<int64_t>(requested));
+    return block;
+  }
+
+  void free(void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = active_.find(ptr);
+    TORCH_INTERNAL_ASSERT(found != active_.end(), "foo allocator: freeing an unknown pointer");
+    Block* block = found->second;
+    active_.erase(found);
+    const bool small = block->small;
+    updateStat(stats_.allocation, small, -1);
+    updateStat(stats_.allocated_bytes, small, -static_cast<int64_t>(block->size));
+    updateStat(stats_.active, small, -1);
+    updateStat(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
+    updateStat(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
+    block->allocated = false;
+    auto& pool = small ? small_pool_ : large_pool_;
+    int64_t split_blocks = 0;
+    int64_t split_bytes = 0;
+    for (Block* neighbour : {block->prev, block->next}) {
+      if (neighbour == nullptr || neighbour->allocated) continue;
+      pool.erase(neighbour);
+      split_blocks -= 1;
+      split_bytes -= static_cast<int64_t>(neighbour->size);
+      if (neighbour == block->prev) {
+        block->ptr = neighbour->ptr;
+        block->prev = neighbour->prev;
+        if (block->prev) block->prev->next = block;
+      } else {
+        block->next = neighbour->next;
+        if (block->next) block->next->prev = block;
+      }
+      block->size += neighbour->size;
+      delete neighbour;
+    }
+    if (block->isSplit()) {
+      split_blocks += 1;
+      split_bytes += static_cast<int64_t>(block->size);
+    }
+    updateStat(stats_.inactive_split, small, split_blocks);
+    updateStat(stats_.inactive_split_bytes, small, split_bytes);
+    pool.insert(block);
+  }
+
+  void emptyCache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    releaseCachedSegments();
+  }
+
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void resetAccumulated() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forEachStatArray([](StatArray& a) { for (auto& s : a) s.reset_accumulated(); });
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+  }
+
+  void resetPeak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forEachStatArray([](StatArray& a) { for (auto& s : a) s.reset_peak(); });
+  }
+
+  void setLimit(size_t limit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_ = limit;
+  }
+
+ private:
+  Block* newSegment(size_t size, bool small, size_t requested) {
+    const size_t bytes = segmentSize(size);
+    void* ptr = nullptr;
+    bool ok = reserved() + bytes <= limit_ && fooMalloc(device_, &ptr, bytes) == fooSuccess;
+    if (!ok) {
+      // Give cached segments back to the device and retry once, as CUDA's allocator does.
+      stats_.num_alloc_retries += 1;
+      releaseCachedSegments();
+      ok = reserved() + bytes <= limit_ && fooMalloc(device_, &ptr, bytes) == fooSuccess;
+    }
+    if (!ok) raiseOutOfMemory(requested);
+    stats_.num_device_alloc += 1;
+    updateStat(stats_.segment, small, 1);
+    updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
+    return new Block{bytes, static_cast<char*>(ptr), small};
+  }
+
+  [[noreturn]] void raiseOutOfMemory(size_t requested) {
+    stats_.num_ooms += 1;
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    fooMemGetInfo(device_, &free_bytes, &total_bytes);
+    const size_t allocated = static_cast<size_t>(stats_.allocated_bytes[0].current);
+    std::string limit_note;
+    if (limit_ < total_bytes) limit_note = " The process is limited to " + mib(limit_) + " by set_per_process_memory_fraction.";
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "foo out of memory. Tried to allocate ", mib(requested), ". foo:", static_cast<int>(device_),
+        " has a total capacity of ", mib(total_bytes), " of which ", mib(free_bytes), " is free. Of the allocated memory ",
+        mib(allocated), " is allocated by PyTorch, and ", mib(reserved() - allocated),
+        " is reserved by PyTorch but unallocated.", limit_note);
+  }
+
+  void releaseCachedSegments() {
+    for (auto* pool : {&small_pool_, &large_pool_}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* block = *it;
+        if (block->isSplit()) {
+          ++it;
+          continue;
+        }
+        fooFree(device_, block->ptr);
+        stats_.num_device_free += 1;
+        updateStat(stats_.segment, block->small, -1);
+        updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+        it = pool->erase(it);
+        delete block;
+      }
+    }
+  }
+
+  size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
+
+  static void updateStat(StatArray& stats, bool small, int64_t delta) {
+    for (size_t type : {static_cast<size_t>(StatType::AGGREGATE),
+                        static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)}) {
+      if (delta >= 0) stats[type].increase(static_cast<size_t>(delta));
+      else stats[type].decrease(static_cast<size_t>(-delta));
+    }
+  }
+
+  template <class F>
+  void forEachStatArray(F f) {
+    for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+                         &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                         &stats_.inactive_split_bytes, &stats_.requested_bytes})
+      f(*a);
+  }
+
+  const c10::DeviceIndex device_;
+  std::mutex mutex_;
+  std::set<Block*, BlockLess> small_pool_;
+  std::set<Block*, BlockLess> large_pool_;
+  ska::flat_hash_map<void*, Block*> active_;
+  DeviceStats stats_;
+  size_t limit_ = std::numeric_limits<size_t>::max();
+};
+
+DeviceCache& deviceCache(c10::DeviceIndex device) {
+  static std::vector<std::unique_ptr<DeviceCache>> caches = [] {
+    std::vector<std::unique_ptr<DeviceCache>> v;
+    for (int d = 0; d < deviceCount(); ++d) v.push_back(std::make_unique<DeviceCache>(static_cast<c10::DeviceIndex>(d)));
+    return v;
+  }();
+  return *caches[static_cast<size_t>(device)];
+}
+
+void freeDeviceAddress(void* ptr) { deviceCache(static_cast<c10::DeviceIndex>(fooPointerGetDevice(ptr))).free(ptr); }
+
+void freeKernelView(void* ptr) { freeDeviceAddress(fooDeviceAddress(ptr)); }
+
+class KernelViewAllocator final : public c10::Allocator {
+ public:
+  explicit KernelViewAllocator(c10::DeviceIndex device) : device_(device) {}
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (nbytes == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
+    void* kernel = fooKernelAddress(deviceCache(device_).malloc(nbytes)->ptr);
+    return c10::DataPtr(kernel, kernel, &freeKernelView, c10::Device(c10::kCPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &freeKernelView; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+
+ private:
+  const c10::DeviceIndex device_;
+};
+
+}  // namespace
+
+c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes) {
+  const c10::Device where = fooDevice(device);
+  if (nbytes == 0) return c10::DataPtr(nullptr, where);
+  FOO_CHECK(fooInit());
+  void* ptr = deviceCache(device).malloc(nbytes)->ptr;
+  return c10::DataPtr(ptr, ptr, &freeDeviceAddress, where);
+}
+
+c10::DataPtr CachingAllocator::allocate(size_t nbytes) { return allocateOn(currentDevice(), nbytes); }
+
+c10::DeleterFnPtr CachingAllocator::raw_deleter() const { return &freeDeviceAddress; }
+
+void CachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  void* kernel_dest = fooKernelAddress(dest);
+  const void* kernel_src = fooKernelAddress(src);
+  launchKernel(static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest)), [&] { std::memcpy(kernel_dest, kernel_src, count); });
+}
+
+bool CachingAllocator::initialized() { return fooIsInitialized() != 0; }
+
+void CachingAllocator::emptyCache(c10::MempoolId_t) {
+  if (!initialized()) return;
+  for (int d = 0; d < deviceCount(); ++d) deviceCache(static_cast<c10::DeviceIndex>(d)).emptyCache();
+}
+
+void CachingAllocator::recordStream(const c10::DataPtr&, c10::Stream) {
+  // Launches execute in order on the host thread, so a block is never in use by another stream.
+}
+
+c10::CachingDeviceAllocator::DeviceStats CachingAllocator::getDeviceStats(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  return deviceCache(device).stats();
+}
+
+void CachingAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  deviceCache(device).resetAccumulated();
+}
+
+void CachingAllocator::resetPeakStats(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  deviceCache(device).resetPeak();
+}
+
+std::pair<size_t, size_t> CachingAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  FOO_CHECK(fooMemGetInfo(device, &free_bytes, &total_bytes));
+  return {free_bytes, total_bytes};
+}
+
+void CachingAllocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  TORCH_CHECK(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
+  deviceCache(device).setLimit(static_cast<size_t>(fraction * static_cast<double>(getMemoryInfo(device).second)));
+}
+
+CachingAllocator& cachingAllocator() {
+  static CachingAllocator allocator;
+  return allocator;
+}
+
+c10::Allocator* kernelViewAllocator(c10::DeviceIndex device) {
+  static std::vector<std::unique_ptr<KernelViewAllocator>> allocators = [] {
+    std::vector<std::unique_ptr<KernelViewAllocator>> v;
+    for (int d = 0; d < deviceCount(); ++d) v.push_back(std::make_unique<KernelViewAllocator>(static_cast<c10::DeviceIndex>(d)));
+    return v;
+  }();
+  return allocators[static_cast<size_t>(device)].get();
+}
+
+bool isKernelViewDataPtr(const c10::DataPtr& ptr) { return ptr.get_deleter() == &freeKernelView; }
+
+c10::DataPtr kernelViewToDevice(c10::DataPtr&& kernel_view, c10::DeviceIndex device) {
+  void* kernel = kernel_view.get();
+  if (kernel == nullptr) return c10::DataPtr(nullptr, fooDevice(device));
+  kernel_view.release_context();  // ownership moves to the device DataPtr below
+  void* ptr = fooDeviceAddress(kernel);
+  return c10::DataPtr(ptr, ptr, &freeDeviceAddress, fooDevice(device));
+}
+
+void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  const c10::DeviceIndex device = storage->device().index();
+  c10::DataPtr fresh = cachingAllocator().allocateOn(device, nbytes);
+  const size_t keep = std::min(nbytes, storage->nbytes());
+  if (keep > 0) {
+    void* dest = fooKernelAddress(fresh.get());
+    const void* src = fooKernelAddress(storage->data_ptr().get());
+    launchKernel(device, [&] { std::memcpy(dest, src, keep); });
+  }
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &cachingAllocator());
+
+}  // namespace foo

@@ -1,0 +1,115 @@
+// The DeviceGuardImpl for foo: how PyTorch's generic code (DeviceGuard, streams, events, the autograd
+// engine's device threads) talks to the foo runtime.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "Common.h"
+#include "Stream.h"
+
+namespace foo {
+namespace {
+
+c10::Stream makeStream(c10::DeviceIndex device, fooStream_t id) {
+  return c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(id));
+}
+
+struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+  c10::DeviceType type() const override { return kType; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    const c10::Device previous = getDevice();
+    if (d.index() != previous.index()) setDevice(d);
+    return previous;
+  }
+
+  c10::Device getDevice() const override { return fooDevice(currentDevice()); }
+
+  void setDevice(c10::Device d) const override {
+    TORCH_INTERNAL_ASSERT(d.type() == kType);
+    checkDeviceIndex(d.index());
+    FOO_CHECK(fooSetDevice(d.index()));
+  }
+
+  void uncheckedSetDevice(c10::Device d) const noexcept override { fooSetDevice(d.index()); }
+
+  c10::Stream getStream(c10::Device d) const override { return makeStream(d.index(), currentStream(d.index())); }
+
+  c10::Stream getDefaultStream(c10::Device d) const override { return makeStream(d.index(), 0); }
+
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
+    checkDeviceIndex(d.index());
+    fooStream_t stream = 0;
+    FOO_CHECK(fooStreamCreate(d.index(), &stream, priority));
+    return makeStream(d.index(), stream);
+  }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
+    return getNewStream(d, isHighPriority ? -1 : 0);
+  }
+
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    const c10::DeviceIndex device = s.device_index();
+    const c10::Stream previous = getStream(s.device());
+    setCurrentStream(device, static_cast<fooStream_t>(s.id()));
+    return previous;
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(foo::deviceCount()); }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "Event device index ", device_index,
+                " does not match recording stream's device index ", stream.device_index(), ".");
+    if (*event == nullptr) {
+      fooEvent_t created = nullptr;
+      FOO_CHECK(fooEventCreate(&created, flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0));
+      *event = created;
+    }
+    FOO_CHECK(fooEventRecord(static_cast<fooEvent_t>(*event), stream.device_index(), static_cast<fooStream_t>(stream.id())));
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;
+    FOO_CHECK(fooStreamWaitEvent(stream.device_index(), static_cast<fooStream_t>(stream.id()), static_cast<fooEvent_t>(event)));
+  }
+
+  bool queryEvent(void* event) const override {
+    return event == nullptr || fooEventQuery(static_cast<fooEvent_t>(event)) == fooSuccess;
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    if (event != nullptr) fooEventDestroy(static_cast<fooEvent_t>(event));
+  }
+
+  bool queryStream(const c10::Stream& stream) const override {
+    return fooStreamQuery(stream.device_index(), static_cast<fooStream_t>(stream.id())) == fooSuccess;
+  }
+
+  void synchronizeStream(const c10::Stream& stream) const override {
+    FOO_CHECK(fooStreamSynchronize(stream.device_index(), static_cast<fooStream_t>(stream.id())));
+  }
+
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) FOO_CHECK(fooEventSynchronize(static_cast<fooEvent_t>(event)));
+  }
+
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    checkDeviceIndex(device_index);
+    FOO_CHECK(fooDeviceSynchronize(device_index));
+  }
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr, "Both events must be recorded before calculating elapsed time.");
+    float ms = 0;
+    const fooError_t error = fooEventElapsedTime(&ms, static_cast<fooEvent_t>(start), static_cast<fooEvent_t>(end));
+    TORCH_CHECK(error != fooErrorInvalidValue, "Both events must be created with enable_timing=True to measure elapsed time.");
+    FOO_CHECK(error);
+    return ms;
+  }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, FooGuardImpl);
+
+}  // namespace
+}  // namespace foo

@@ -1,0 +1,82 @@
+// Every ATen operator without a dedicated foo kernel runs here: the boxed fallback hands the operator's
+// CPU kernel the kernel views of its foo arguments (see HostKernel.h).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include "HostKernel.h"
+
+namespace foo {
+namespace {
+
+bool isMutable(const c10::Argument& argument) {
+  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+}
+
+at::Tensor mapTensor(HostKernelCall& call, const at::Tensor& t, bool mutated, bool any_shape) {
+  if (!t.defined()) return t;
+  if (isFoo(t)) return call.input(t);
+  call.hostInput(t, any_shape, mutated);
+  return t;
+}
+
+void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::IValue* args) {
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    c10::IValue& arg = args[i];
+    if (arg.isTensor()) {
+      arg = mapTensor(call, arg.toTensor(), isMutable(arguments[i]), false);
+    } else if (arg.isTensorList()) {
+      const bool mutated = isMutable(arguments[i]);
+      c10::List<at::Tensor> mapped;
+      for (const at::Tensor& t : arg.toTensorList()) mapped.push_back(mapTensor(call, t, mutated, false));
+      arg = std::move(mapped);
+    } else if (arg.isOptionalTensorList()) {
+      // Tensor?[] holds indices; CUDA accepts CPU index tensors there, so do we.
+      c10::List<std::optional<at::Tensor>> mapped;
+      for (const std::optional<at::Tensor> t : arg.toOptionalTensorList())
+        mapped.push_back(t ? std::optional<at::Tensor>(mapTensor(call, *t, false, true)) : std::nullopt);
+      arg = std::move(mapped);
+    } else if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      call.targetDevice(arg.toDevice());
+      arg = c10::Device(c10::kCPU);
+    }
+  }
+}
+
+void mapReturns(HostKernelCall& call, c10::IValue* returns, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    c10::IValue& r = returns[i];
+    if (r.isTensor()) {
+      r = call.output(r.toTensor());
+    } else if (r.isTensorList()) {
+      c10::List<at::Tensor> mapped;
+      for (const at::Tensor& t : r.toTensorList()) mapped.push_back(call.output(t));
+      r = std::move(mapped);
+    }
+  }
+}
+
+void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  HostKernelCall call(schema.name().c_str());
+  mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
+  call.run([&] {
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    } catch (const c10::NotImplementedError&) {
+      TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+                                  "Could not run '", schema.name(), "' with arguments from the 'foo' backend: ",
+                                  "the operator has no CPU kernel for foo to run on device memory.");
+      throw;
+    }
+  });
+  call.syncArguments();
+  mapReturns(call, stack->data() + stack->size() - schema.returns().size(), schema.returns().size());
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+}
+
+}  // namespace
+}  // namespace foo

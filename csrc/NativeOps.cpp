@@ -1,0 +1,143 @@
+// The operators foo implements itself rather than through the host-kernel fallback: allocation, copies
+// between host and device or between devices, storage resizing and re-pointing, and the core views
+// (which only rewrite metadata and never touch memory).
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/copy_ops.h>
+#include <ATen/ops/resize.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/library.h>
+
+#include "CachingAllocator.h"
+#include "HostKernel.h"
+
+namespace foo {
+namespace {
+
+c10::DeviceIndex resolveDevice(std::optional<c10::Device> device) {
+  const c10::DeviceIndex index = device && device->has_index() ? device->index() : currentDevice();
+  checkDeviceIndex(index);
+  return index;
+}
+
+void checkStridedDense(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK_NOT_IMPLEMENTED(layout.value_or(c10::kStrided) == c10::kStrided,
+                              "foo supports strided tensors only, got layout ", *layout);
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
+}
+
+constexpr c10::DispatchKeySet kFooKeys{c10::DispatchKey::PrivateUse1};
+
+at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                 std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                 std::optional<c10::MemoryFormat> memory_format) {
+  checkStridedDense(layout, pin_memory);
+  const c10::DeviceGuard guard(fooDevice(resolveDevice(device)));
+  return at::detail::empty_generic(size, &cachingAllocator(), kFooKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  checkStridedDense(layout, pin_memory);
+  const c10::DeviceGuard guard(fooDevice(resolveDevice(device)));
+  return at::detail::empty_strided_generic(size, stride, &cachingAllocator(), kFooKeys, c10::dtype_or_default(dtype));
+}
+
+// Host<->foo and foo<->foo (any devices): the CPU copy kernel runs on kernel views, so strides and
+// dtype conversions behave exactly as on CPU.
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
+  const at::Tensor dst_view = isFoo(dst) ? kernelView(dst) : dst;
+  c10::Storage shared;
+  if (isFoo(src) && isFoo(dst) && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
+  const at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : src;
+  at::Tensor dst_kernel = dst_view;
+  launchKernel(isFoo(src) ? src.device().index() : dst.device().index(), [&] {
+    at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_kernel, src_view, false);
+  });
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
+  dst.resize_(src.sizes());
+  return copy_from(src, dst, false);
+}
+
+void ensureStorageBytes(c10::TensorImpl* impl) {
+  const size_t needed = at::detail::computeStorageNbytes(impl->sizes(), impl->strides(), impl->itemsize(),
+                                                         impl->storage_offset());
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  if (needed > storage->nbytes()) resizeStorageBytes(storage, needed);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (impl->sizes() == size && !memory_format) return self;
+  impl->set_sizes_contiguous(size);
+  if (memory_format) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  ensureStorageBytes(impl);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device() == self.device(), "Attempted to set the storage of a tensor on device \"",
+              self.device(), "\" to a storage on different device \"", source.device(),
+              "\".  This is no longer allowed; the devices must match.");
+  TORCH_CHECK(storage_offset >= 0, "Tensor: invalid storage offset ", storage_offset);
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+    impl->set_storage_offset(storage_offset);
+  } else {
+    TORCH_CHECK(size.size() == stride.size(), "mismatch in length of strides and shape");
+    impl->set_sizes_and_strides(size, stride, storage_offset);
+  }
+  ensureStorageBytes(impl);
+  return self;
+}
+
+at::Tensor& set_whole_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty_storage(c10::Storage::use_byte_size_t(), 0, &cachingAllocator(), /*resizable=*/true);
+  return set_storage(self, std::move(empty_storage), 0, {0}, {});
+}
+
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  cachingAllocator().recordStream(self.storage().data_ptr(), stream);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(set_whole_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+}
+
+}  // namespace
+}  // namespace foo

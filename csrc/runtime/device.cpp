@@ -1,0 +1,109 @@
+// Devices: count, lazy initialisation, the per-thread current device, properties, error strings.
+#include "foo_runtime.h"
+#include "internal.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace foo_runtime {
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+int readDeviceCount() {
+  const char* env = std::getenv("FOO_DEVICE_COUNT");
+  if (env == nullptr || *env == '\0') return 2;
+  int n = std::atoi(env);
+  if (n < 0) n = 0;
+  return n > kMaxDevices ? kMaxDevices : n;
+}
+
+size_t readDeviceMemoryBytes() {
+  const char* env = std::getenv("FOO_DEVICE_MEMORY_MB");
+  if (env != nullptr && *env != '\0') return static_cast<size_t>(std::atoll(env)) << 20;
+  const size_t host = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return host / 4;
+}
+
+DeviceMemory g_memory[kMaxDevices];
+std::once_flag g_init_once;
+bool g_init_ok = false;
+bool g_initialized = false;
+thread_local int t_current_device = 0;
+
+}  // namespace
+
+int deviceCount() {
+  static const int count = readDeviceCount();
+  return count;
+}
+
+bool validDevice(int device) { return device >= 0 && device < deviceCount(); }
+
+DeviceMemory& deviceMemory(int device) { return g_memory[device]; }
+
+bool ensureInitialized() {
+  std::call_once(g_init_once, [] {
+    const size_t bytes = readDeviceMemoryBytes();
+    g_init_ok = true;
+    for (int d = 0; d < deviceCount(); ++d) g_init_ok = g_init_ok && mapDeviceMemory(d, bytes);
+    g_initialized = true;
+  });
+  return g_init_ok;
+}
+
+}  // namespace foo_runtime
+
+using namespace foo_runtime;
+
+extern "C" {
+
+const char* fooGetErrorString(fooError_t error) {
+  switch (error) {
+    case fooSuccess: return "no error";
+    case fooErrorInvalidDevice: return "invalid device ordinal";
+    case fooErrorMemoryAllocation: return "out of memory";
+    case fooErrorInvalidValue: return "invalid argument";
+    case fooErrorNotReady: return "device not ready";
+    case fooErrorInitialization: return "initialization error";
+  }
+  return "unknown error";
+}
+
+fooError_t fooGetDeviceCount(int* count) {
+  *count = deviceCount();
+  return fooSuccess;
+}
+
+fooError_t fooInit(void) { return ensureInitialized() ? fooSuccess : fooErrorInitialization; }
+
+int fooIsInitialized(void) { return g_initialized ? 1 : 0; }
+
+fooError_t fooGetDevice(int* device) {
+  *device = t_current_device;
+  return fooSuccess;
+}
+
+fooError_t fooSetDevice(int device) {
+  if (!validDevice(device)) return fooErrorInvalidDevice;
+  t_current_device = device;
+  return fooSuccess;
+}
+
+fooError_t fooGetDeviceProperties(fooDeviceProp* prop, int device) {
+  if (!validDevice(device)) return fooErrorInvalidDevice;
+  if (!ensureInitialized()) return fooErrorInitialization;
+  std::memset(prop, 0, sizeof(*prop));
+  std::snprintf(prop->name, sizeof(prop->name), "Foo Simulated Accelerator");
+  prop->totalGlobalMem = deviceMemory(device).size;
+  prop->major = 1;
+  prop->minor = 0;
+  prop->multiProcessorCount = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return fooSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,82 @@
+// The simulated foo device runtime: a small C-like driver API, in the spirit of a vendor runtime.
+//
+// It knows nothing of PyTorch. Each device owns a fixed amount of memory. A pointer returned by
+// fooMalloc is a *device address*: the range is mapped with no access rights, so host code that
+// dereferences it faults, exactly as with a GPU pointer. The same physical memory is mapped a second
+// time, readable and writable, for kernels: fooKernelAddress translates a device address into that
+// kernel view at no cost. All device work (kernels and copies) is launched onto a stream.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+typedef enum fooError {
+  fooSuccess = 0,
+  fooErrorInvalidDevice = 1,
+  fooErrorMemoryAllocation = 2,
+  fooErrorInvalidValue = 3,
+  fooErrorNotReady = 4,
+  fooErrorInitialization = 5,
+} fooError_t;
+
+const char* fooGetErrorString(fooError_t error);
+
+// ---- Devices ------------------------------------------------------------------------------------
+// fooGetDeviceCount reads FOO_DEVICE_COUNT (default 2) and does not initialise the runtime.
+fooError_t fooGetDeviceCount(int* count);
+// Maps every device's memory (FOO_DEVICE_MEMORY_MB each, default a quarter of host RAM). Idempotent;
+// every call below that needs a device initialises lazily.
+fooError_t fooInit(void);
+int fooIsInitialized(void);
+// The calling thread's current device, as cudaGetDevice/cudaSetDevice.
+fooError_t fooGetDevice(int* device);
+fooError_t fooSetDevice(int device);
+
+typedef struct fooDeviceProp {
+  char name[64];
+  size_t totalGlobalMem;
+  int major;
+  int minor;
+  int multiProcessorCount;
+} fooDeviceProp;
+fooError_t fooGetDeviceProperties(fooDeviceProp* prop, int device);
+
+// ---- Memory -------------------------------------------------------------------------------------
+// Allocate/free device memory on `device` (page granular; freed pages go back to the host).
+fooError_t fooMalloc(int device, void** dev_ptr, size_t size);
+fooError_t fooFree(int device, void* dev_ptr);
+fooError_t fooMemGetInfo(int device, size_t* free_bytes, size_t* total_bytes);
+// The device owning a device address, or -1 when `ptr` is not one.
+int fooPointerGetDevice(const void* ptr);
+// Host-accessible kernel view of a device address (nullptr when `dev_ptr` is not one).
+void* fooKernelAddress(const void* dev_ptr);
+// The device address behind a kernel-view address (nullptr when `kernel_ptr` is not one).
+void* fooDeviceAddress(const void* kernel_ptr);
+
+// ---- Streams, kernels, events -------------------------------------------------------------------
+// Stream 0 of each device is its default stream. Streams are ordered queues of launched work.
+typedef int64_t fooStream_t;
+typedef void (*fooKernelFn)(void* arg);
+
+fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority);
+fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority);
+fooError_t fooDeviceGetStreamPriorityRange(int* least, int* greatest);
+// Runs `fn(arg)` in stream order. The executor runs launches inline on the calling thread, so an
+// exception thrown by `fn` reaches the launcher.
+fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg);
+fooError_t fooStreamQuery(int device, fooStream_t stream);
+fooError_t fooStreamSynchronize(int device, fooStream_t stream);
+fooError_t fooDeviceSynchronize(int device);
+
+typedef struct fooEvent* fooEvent_t;
+fooError_t fooEventCreate(fooEvent_t* event, int enable_timing);
+fooError_t fooEventDestroy(fooEvent_t event);
+fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream);
+fooError_t fooEventQuery(fooEvent_t event);
+fooError_t fooEventSynchronize(fooEvent_t event);
+fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event);
+fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end);
+
+}  // extern "C"

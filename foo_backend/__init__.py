@@ -1,0 +1,156 @@
+r"""foo_backend: a simulated PyTorch accelerator, the device ``"foo"``.
+
+``import foo_backend`` (or just ``import torch``, through PyTorch's backend autoload) registers the
+device on the PrivateUse1 dispatch key and installs this module as ``torch.foo``, the counterpart of
+``torch.cuda``. Like CUDA, foo is initialised lazily, on first use.
+"""
+import sys
+import threading
+from typing import Any, Optional
+
+import torch
+
+from . import _extension
+
+_C = _extension.load()
+
+from ._utils import DEVICE_TYPE, _get_device_index  # noqa: E402
+from .memory import (  # noqa: E402
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+
+__all__ = [
+    "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
+    "get_device_name", "get_device_properties", "get_device_capability", "is_initialized", "init",
+    "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+]
+
+_initialization_lock = threading.Lock()
+
+
+def is_available() -> bool:
+    """True when at least one foo device exists (``FOO_DEVICE_COUNT``, default 2)."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    """The number of foo devices. Does not initialise foo."""
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    """Whether foo has been initialised (its device memory mapped)."""
+    return _C._is_initialized()
+
+
+def _lazy_init() -> None:
+    if is_initialized():
+        return
+    with _initialization_lock:
+        if not is_initialized():
+            _C._init()
+
+
+def init() -> None:
+    """Initialise foo. Rarely needed: every foo operation initialises it on first use."""
+    _lazy_init()
+
+
+def current_device() -> int:
+    """The index of the current foo device."""
+    _lazy_init()
+    return _C._get_device()
+
+
+def set_device(device: Any) -> None:
+    """Set the current foo device. A negative index is ignored, as in ``torch.cuda.set_device``."""
+    index = _get_device_index(device)
+    if index >= 0:
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that changes the current foo device (``None`` or -1: no change)."""
+
+    def __init__(self, device: Any):
+        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, *exc_info):
+        self.idx = _C._exchange_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of ``obj`` (a foo tensor or storage) current."""
+
+    def __init__(self, obj: Any):
+        super().__init__(obj.get_device() if obj.device.type == DEVICE_TYPE else -1)
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for all work on a foo device to finish."""
+    _lazy_init()
+    _C._synchronize(_get_device_index(device, optional=True))
+
+
+class _FooDeviceProperties:
+    def __init__(self, name: str, total_memory: int, major: int, minor: int, multi_processor_count: int):
+        self.name = name
+        self.total_memory = total_memory
+        self.major = major
+        self.minor = minor
+        self.multi_processor_count = multi_processor_count
+
+    def __repr__(self) -> str:
+        return (
+            f"_FooDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def get_device_properties(device: Any = None) -> _FooDeviceProperties:
+    """Properties of a foo device: name, total_memory, major, minor, multi_processor_count."""
+    _lazy_init()
+    return _FooDeviceProperties(*_C._get_device_properties(_get_device_index(device, optional=True)))
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    prop = get_device_properties(device)
+    return prop.major, prop.minor
+
+
+def _register() -> None:
+    """Make "foo" a PyTorch device: rename PrivateUse1, install ``torch.foo``, generate methods.
+
+    Idempotent; also the ``torch.backends`` entry point that PyTorch's autoload calls.
+    """
+    if getattr(torch, DEVICE_TYPE, None) is not None:
+        return
+    torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+    torch._register_device_module(DEVICE_TYPE, sys.modules[__name__])
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+
+_register()

@@ -1,0 +1,33 @@
+"""Device-argument helpers shared by the torch.foo modules."""
+from typing import Any
+
+import torch
+
+DEVICE_TYPE = "foo"
+
+
+def _get_device_index(device: Any, optional: bool = False) -> int:
+    """The foo device index of ``device`` (an int, a string, a ``torch.device`` or None).
+
+    As in ``torch.cuda._utils._get_device_index``: a device without an index, and None when
+    ``optional`` is true, mean the current device.
+    """
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != DEVICE_TYPE:
+            raise ValueError(f"Expected a foo device, but got: {device}")
+        index = device.index
+    elif isinstance(device, int):
+        index = device
+    elif device is None:
+        index = None
+    else:
+        raise TypeError(f"Expected a foo device (int, str or torch.device), but got: {device!r}")
+    if index is None:
+        if not optional:
+            raise ValueError(f"Expected a foo device with a specified index or an integer, but got: {device}")
+        from . import current_device
+
+        index = current_device()
+    return index

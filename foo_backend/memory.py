@@ -1,0 +1,107 @@
+"""Memory management of foo devices, as ``torch.cuda.memory``.
+
+The statistics come from foo's caching allocator (a ``c10::DeviceAllocator``), the same numbers
+``torch.accelerator.memory_*`` reports.
+"""
+import collections
+from typing import Any
+
+import torch
+
+from ._utils import _get_device_index
+
+__all__ = [
+    "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+]
+
+
+def _C():
+    from . import _C as extension
+
+    return extension
+
+
+def _initialized() -> bool:
+    return _C()._is_initialized()
+
+
+def empty_cache() -> None:
+    """Release all unoccupied cached memory back to the device."""
+    if _initialized():
+        _C()._empty_cache()
+
+
+def memory_stats(device: Any = None) -> dict[str, Any]:
+    """A dictionary of caching-allocator statistics, keyed as ``torch.cuda.memory_stats``.
+
+    For example ``"allocated_bytes.all.current"``, ``"reserved_bytes.large_pool.peak"``,
+    ``"num_alloc_retries"``, ``"num_ooms"``.
+    """
+    index = _get_device_index(device, optional=True)
+    if not _initialized():
+        return collections.OrderedDict()
+    flat: list[tuple[str, Any]] = []
+
+    def flatten(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                flatten(f"{prefix}.{key}" if prefix else key, inner)
+        else:
+            flat.append((prefix, value))
+
+    flatten("", torch._C._accelerator_getDeviceStats(index))
+    flat.sort()
+    return collections.OrderedDict(flat)
+
+
+def _stat(device: Any, key: str) -> int:
+    return memory_stats(device).get(key, 0)
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes currently occupied by tensors on a foo device."""
+    return _stat(device, "allocated_bytes.all.current")
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    """Peak of ``memory_allocated`` since start or the last ``reset_peak_memory_stats``."""
+    return _stat(device, "allocated_bytes.all.peak")
+
+
+def memory_reserved(device: Any = None) -> int:
+    """Bytes held by the caching allocator on a foo device (allocated plus cached)."""
+    return _stat(device, "reserved_bytes.all.current")
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    """Peak of ``memory_reserved`` since start or the last ``reset_peak_memory_stats``."""
+    return _stat(device, "reserved_bytes.all.peak")
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    """Reset the "peak" statistics of a foo device to their current values."""
+    index = _get_device_index(device, optional=True)
+    if _initialized():
+        torch._C._accelerator_resetPeakStats(index)
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    """Reset the accumulated ("allocated"/"freed") statistics of a foo device."""
+    index = _get_device_index(device, optional=True)
+    if _initialized():
+        torch._C._accelerator_resetAccumulatedStats(index)
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) bytes of a foo device's memory, as ``cudaMemGetInfo`` reports them."""
+    return _C()._mem_get_info(_get_device_index(device, optional=True))
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Limit this process to ``fraction`` of a foo device's memory; beyond it allocations raise
+    ``torch.OutOfMemoryError``."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    _C()._set_memory_fraction(fraction, _get_device_index(device, optional=True))
