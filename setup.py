@@ -32,7 +32,7 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-    entry_points={"torch.backends": ["foo = foo_backend:_register"]},
+    entry_points={"torch.backends": ["foo = foo_backend._autoload:register"]},
     python_requires=">=3.10",
     install_requires=["torch==2.13.0"],
 )

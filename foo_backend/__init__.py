@@ -142,7 +142,7 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
 def _register() -> None:
     """Make "foo" a PyTorch device: rename PrivateUse1, install ``torch.foo``, generate methods.
 
-    Idempotent; also the ``torch.backends`` entry point that PyTorch's autoload calls.
+    Idempotent; PyTorch's autoload reaches it through ``foo_backend._autoload``.
     """
     if getattr(torch, DEVICE_TYPE, None) is not None:
         return
