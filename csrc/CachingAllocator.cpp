@@ -65,26 +65,28 @@ class DeviceCache {
     std::lock_guard<std::mutex> lock(mutex_);
     const size_t size = roundSize(requested);
     const bool small = size <= kSmallSize;
-    auto& pool = small ? small_pool_ : large_pool_;
+    Pool& pool = small ? small_pool_ : large_pool_;
     Block key{size, nullptr, small};
     Block* block = nullptr;
     auto it = pool.lower_bound(&key);
     if (it != pool.end()) {
-      block = *it;
-      pool.erase(it);
-      if (block->isSplit()) updateStat(stats_.inactive_split, small, -1), updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
+      block = takeFromPool(pool, it);
+      if (block->isSplit()) {
+        updateStat(stats_.inactive_split, small, -1);
+        updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
+      }
     } else {
       block = newSegment(size, small, requested);
     }
     const size_t remaining = block->size - size;
     if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
-      Block* rest = new Block{remaining, block->ptr + size, small};
+      Block* rest = newBlock(remaining, block->ptr + size, small);
       rest->prev = block;
       rest->next = block->next;
       if (rest->next) rest->next->prev = rest;
       block->next = rest;
       block->size = size;
-      pool.insert(rest);
+      putInPool(pool, rest);
       updateStat(stats_.inactive_split, small, 1);
       updateStat(stats_.inactive_split_bytes, small, static_cast<int64_t>(remaining));
     }
@@ -112,12 +114,12 @@ class DeviceCache {
     updateStat(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
     block->allocated = false;
-    auto& pool = small ? small_pool_ : large_pool_;
+    Pool& pool = small ? small_pool_ : large_pool_;
     int64_t split_blocks = 0;
     int64_t split_bytes = 0;
     for (Block* neighbour : {block->prev, block->next}) {
       if (neighbour == nullptr || neighbour->allocated) continue;
-      pool.erase(neighbour);
+      takeFromPool(pool, pool.find(neighbour));
       split_blocks -= 1;
       split_bytes -= static_cast<int64_t>(neighbour->size);
       if (neighbour == block->prev) {
@@ -129,7 +131,7 @@ class DeviceCache {
         if (block->next) block->next->prev = block;
       }
       block->size += neighbour->size;
-      delete neighbour;
+      spare_blocks_.push_back(neighbour);
     }
     if (block->isSplit()) {
       split_blocks += 1;
@@ -137,7 +139,7 @@ class DeviceCache {
     }
     updateStat(stats_.inactive_split, small, split_blocks);
     updateStat(stats_.inactive_split_bytes, small, split_bytes);
-    pool.insert(block);
+    putInPool(pool, block);
   }
 
   void emptyCache() {
@@ -170,6 +172,36 @@ class DeviceCache {
   }
 
  private:
+  using Pool = std::set<Block*, BlockLess>;
+
+  // Splitting and merging happen on every small allocation; recycling Block objects and the pools'
+  // tree nodes keeps the steady state free of heap traffic.
+  Block* newBlock(size_t size, char* ptr, bool small) {
+    if (spare_blocks_.empty()) return new Block{size, ptr, small};
+    Block* block = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    *block = Block{size, ptr, small};
+    return block;
+  }
+
+  Block* takeFromPool(Pool& pool, Pool::iterator it) {
+    Pool::node_type node = pool.extract(it);
+    Block* block = node.value();
+    spare_nodes_.push_back(std::move(node));
+    return block;
+  }
+
+  void putInPool(Pool& pool, Block* block) {
+    if (spare_nodes_.empty()) {
+      pool.insert(block);
+      return;
+    }
+    Pool::node_type node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.value() = block;
+    pool.insert(std::move(node));
+  }
+
   Block* newSegment(size_t size, bool small, size_t requested) {
     const size_t bytes = segmentSize(size);
     void* ptr = nullptr;
@@ -184,7 +216,7 @@ class DeviceCache {
     stats_.num_device_alloc += 1;
     updateStat(stats_.segment, small, 1);
     updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
-    return new Block{bytes, static_cast<char*>(ptr), small};
+    return newBlock(bytes, static_cast<char*>(ptr), small);
   }
 
   [[noreturn]] void raiseOutOfMemory(size_t requested) {
@@ -215,7 +247,7 @@ class DeviceCache {
         updateStat(stats_.segment, block->small, -1);
         updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
         it = pool->erase(it);
-        delete block;
+        spare_blocks_.push_back(block);
       }
     }
   }
@@ -240,8 +272,10 @@ class DeviceCache {
 
   const c10::DeviceIndex device_;
   std::mutex mutex_;
-  std::set<Block*, BlockLess> small_pool_;
-  std::set<Block*, BlockLess> large_pool_;
+  Pool small_pool_;
+  Pool large_pool_;
+  std::vector<Block*> spare_blocks_;
+  std::vector<Pool::node_type> spare_nodes_;
   ska::flat_hash_map<void*, Block*> active_;
   DeviceStats stats_;
   size_t limit_ = std::numeric_limits<size_t>::max();

@@ -12,9 +12,9 @@ bool isMutable(const c10::Argument& argument) {
   return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
-at::Tensor mapTensor(HostKernelCall& call, const at::Tensor& t, bool mutated, bool any_shape) {
+at::Tensor mapTensor(HostKernelCall& call, at::Tensor t, bool mutated, bool any_shape) {
   if (!t.defined()) return t;
-  if (isFoo(t)) return call.input(t);
+  if (isFoo(t)) return call.input(std::move(t));
   call.hostInput(t, any_shape, mutated);
   return t;
 }
@@ -24,7 +24,7 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
   for (size_t i = 0; i < arguments.size(); ++i) {
     c10::IValue& arg = args[i];
     if (arg.isTensor()) {
-      arg = mapTensor(call, arg.toTensor(), isMutable(arguments[i]), false);
+      arg = mapTensor(call, std::move(arg).toTensor(), isMutable(arguments[i]), false);
     } else if (arg.isTensorList()) {
       const bool mutated = isMutable(arguments[i]);
       c10::List<at::Tensor> mapped;
@@ -47,7 +47,7 @@ void mapReturns(HostKernelCall& call, c10::IValue* returns, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     c10::IValue& r = returns[i];
     if (r.isTensor()) {
-      r = call.output(r.toTensor());
+      r = call.output(std::move(r).toTensor());
     } else if (r.isTensorList()) {
       c10::List<at::Tensor> mapped;
       for (const at::Tensor& t : r.toTensorList()) mapped.push_back(call.output(t));

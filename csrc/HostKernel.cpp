@@ -50,25 +50,65 @@ const bool g_redirect_installed = [] {
               "! (when checking arguments for ", op, ")");
 }
 
+// Kernel views live for one kernel. A per-thread pool recycles their CPU TensorImpl and StorageImpl
+// once nothing else holds them, so running a small op creates no host-side objects for its inputs.
+class ViewPool {
+ public:
+  at::Tensor take() {
+    if (free_.empty()) return {};
+    at::Tensor view = std::move(free_.back());
+    free_.pop_back();
+    return view;
+  }
+  void give(at::Tensor&& view) {
+    if (free_.size() < kCapacity && view.use_count() == 1 && view.storage().use_count() == 1) {
+      free_.push_back(std::move(view));
+    }
+  }
+
+ private:
+  static constexpr size_t kCapacity = 16;
+  std::vector<at::Tensor> free_;
+};
+
+thread_local ViewPool t_view_pool;
+
 }  // namespace
 
 at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (!view_storage) {
-    // Resizable through the device's kernel-view allocator: an out= resize reallocates on the device.
-    c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
-    view_storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), storage->nbytes(),
-        c10::DataPtr(fooKernelAddress(storage->data_ptr().get()), c10::Device(c10::kCPU)),
-        kernelViewAllocator(t.device().index()), /*resizable=*/true));
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  c10::DataPtr kernel_data(fooKernelAddress(storage->data_ptr().get()), c10::Device(c10::kCPU));
+  // Resizable through the device's kernel-view allocator: an out= resize reallocates on the device.
+  c10::Allocator* allocator = kernelViewAllocator(t.device().index());
+  at::Tensor view = t_view_pool.take();
+  if (!view.defined()) {
+    if (!view_storage) {
+      view_storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+          c10::StorageImpl::use_byte_size_t(), storage->nbytes(), std::move(kernel_data), allocator, /*resizable=*/true));
+    }
+    view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                    t.dtype());
+  } else {
+    c10::TensorImpl* view_impl = view.unsafeGetTensorImpl();
+    if (!view_storage) {
+      c10::StorageImpl* recycled = view_impl->storage().unsafeGetStorageImpl();
+      recycled->set_data_ptr_noswap(std::move(kernel_data));
+      recycled->set_nbytes(storage->nbytes());
+      recycled->set_allocator(allocator);
+      view_storage = view_impl->storage();
+    }
+    view_impl->set_storage_and_dtype(std::move(view_storage), t.dtype());
   }
-  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage),
-                                                             c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
   c10::TensorImpl* view_impl = view.unsafeGetTensorImpl();
   view_impl->set_sizes_and_strides(impl->sizes(), impl->strides(), impl->storage_offset());
-  if (impl->is_conj()) view_impl->_set_conj(true);
-  if (impl->is_neg()) view_impl->_set_neg(true);
+  view_impl->_set_conj(impl->is_conj());
+  view_impl->_set_neg(impl->is_neg());
   return view;
+}
+
+HostKernelCall::~HostKernelCall() {
+  for (Alias& a : aliases_) t_view_pool.give(std::move(a.view));
 }
 
 HostKernelCall::RedirectHostAllocations::RedirectHostAllocations(c10::DeviceIndex device)
@@ -86,17 +126,22 @@ void HostKernelCall::joinDevice(c10::Device device) {
   }
 }
 
-at::Tensor HostKernelCall::input(const at::Tensor& t) {
-  joinDevice(t.device());
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+at::Tensor HostKernelCall::input(const at::Tensor& t) { return addInput(c10::MaybeOwned<at::Tensor>::borrowed(t)); }
+
+at::Tensor HostKernelCall::input(at::Tensor&& t) { return addInput(c10::MaybeOwned<at::Tensor>::owned(std::move(t))); }
+
+at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
+  joinDevice(t->device());
+  c10::TensorImpl* impl = t->unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   c10::Storage view_storage;
   for (const Alias& a : aliases_) {
-    if (a.foo.unsafeGetTensorImpl() == impl) return a.view;  // x.op_(x): one view, so overlap checks see it
-    if (a.foo.storage().unsafeGetStorageImpl() == storage) view_storage = a.view.storage();
+    if (a.foo->unsafeGetTensorImpl() == impl) return a.view;  // x.op_(x): one view, so overlap checks see it
+    if (a.foo->storage().unsafeGetStorageImpl() == storage) view_storage = a.view.storage();
   }
-  at::Tensor view = kernelView(t, std::move(view_storage));
-  aliases_.push_back({t, view, view.storage().unsafeGetStorageImpl()});
+  at::Tensor view = kernelView(*t, std::move(view_storage));
+  c10::StorageImpl* view_storage_impl = view.storage().unsafeGetStorageImpl();
+  aliases_.push_back({std::move(t), view, view_storage_impl});
   return view;
 }
 
@@ -126,37 +171,32 @@ at::Tensor HostKernelCall::wrap(c10::Storage storage, const at::Tensor& like) co
 
 c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
   c10::StorageImpl* impl = kernel_storage.unsafeGetStorageImpl();
+  if (impl->device_type() == c10::DeviceType::PrivateUse1) return kernel_storage;  // adopted by an earlier result
   for (const Alias& a : aliases_)
-    if (a.view_storage == impl) return a.foo.storage();
-  for (const auto& [kernel_impl, foo_storage] : adopted_)
-    if (kernel_impl == impl) return foo_storage;
-  c10::DataPtr device_ptr;
+    if (a.view_storage == impl) return a.foo->storage();
   if (isKernelViewDataPtr(impl->data_ptr())) {
-    // Born on the device during the kernel: adopt the memory, no copy. The kernel storage keeps a
-    // non-owning view so that other results sharing it still map here.
-    void* kernel = impl->data_ptr().get();
-    device_ptr = kernelViewToDevice(impl->set_data_ptr(c10::DataPtr(kernel, c10::Device(c10::kCPU))), device_);
-  } else {
-    // Host memory the kernel did not allocate through us (a CPU scalar argument it returned, say).
-    device_ptr = cachingAllocator().allocateOn(device_, impl->nbytes());
-    if (impl->nbytes() > 0) {
-      void* dest = fooKernelAddress(device_ptr.get());
-      const void* src = impl->data_ptr().get();
-      const size_t n = impl->nbytes();
-      launchKernel(device_, [&] { std::memcpy(dest, src, n); });
-    }
+    // Born on the device during the kernel: the storage itself becomes a foo storage, no copy.
+    impl->set_data_ptr_noswap(kernelViewToDevice(impl->set_data_ptr(c10::DataPtr()), device_));
+    impl->set_allocator(&cachingAllocator());
+    return kernel_storage;
   }
-  c10::Storage foo_storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
-                                                                 std::move(device_ptr), &cachingAllocator(),
-                                                                 /*resizable=*/true));
-  adopted_.emplace_back(impl, foo_storage);
-  return foo_storage;
+  // Host memory the kernel did not allocate through us (a CPU scalar argument it returned, say).
+  c10::DataPtr device_ptr = cachingAllocator().allocateOn(device_, impl->nbytes());
+  if (impl->nbytes() > 0) {
+    void* dest = fooKernelAddress(device_ptr.get());
+    const void* src = impl->data_ptr().get();
+    const size_t n = impl->nbytes();
+    launchKernel(device_, [&] { std::memcpy(dest, src, n); });
+  }
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+                                                            std::move(device_ptr), &cachingAllocator(),
+                                                            /*resizable=*/true));
 }
 
 void HostKernelCall::syncArguments() {
   for (Alias& a : aliases_) {
     c10::TensorImpl* view = a.view.unsafeGetTensorImpl();
-    c10::TensorImpl* foo_impl = a.foo.unsafeGetTensorImpl();
+    c10::TensorImpl* foo_impl = a.foo->unsafeGetTensorImpl();
     c10::StorageImpl* view_storage = view->storage().unsafeGetStorageImpl();
     if (view_storage != a.view_storage) {
       foo_impl->set_storage_keep_dtype(fooStorageFor(view->storage()));
@@ -175,14 +215,21 @@ void HostKernelCall::syncArguments() {
   }
 }
 
-at::Tensor HostKernelCall::output(const at::Tensor& result) {
+at::Tensor HostKernelCall::output(at::Tensor result) {
   if (!result.defined()) return result;
-  const c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+  c10::TensorImpl* impl = result.unsafeGetTensorImpl();
   for (const Alias& a : aliases_)
-    if (a.view.unsafeGetTensorImpl() == impl) return a.foo;
+    if (a.view.unsafeGetTensorImpl() == impl) return *a.foo;
   TORCH_CHECK(result.layout() == c10::kStrided, op_name_, ": foo supports strided tensors only, the kernel returned ",
               result.layout());
-  return wrap(fooStorageFor(result.storage()), result);
+  c10::Storage storage = fooStorageFor(result.storage());
+  if (result.use_count() == 1) {
+    // Nobody else holds the kernel's result: it becomes the foo tensor itself.
+    impl->set_storage_keep_dtype(std::move(storage));
+    impl->_change_backend_component_keys(fooDevice(device_));
+    return result;
+  }
+  return wrap(std::move(storage), result);
 }
 
 }  // namespace foo

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
 #include "Stream.h"
@@ -18,9 +19,14 @@ namespace foo {
 class HostKernelCall {
  public:
   explicit HostKernelCall(const char* op_name) : op_name_(op_name) {}
+  ~HostKernelCall();
+  HostKernelCall(const HostKernelCall&) = delete;
+  HostKernelCall& operator=(const HostKernelCall&) = delete;
 
-  // Registers a foo tensor argument; returns its kernel view.
+  // Registers a foo tensor argument; returns its kernel view. The lvalue overload borrows the
+  // argument, which the caller keeps alive for the whole call; the rvalue one takes it over.
   at::Tensor input(const at::Tensor& foo_tensor);
+  at::Tensor input(at::Tensor&& foo_tensor);
   // Registers a CPU tensor argument. As on CUDA, only 0-dim CPU tensors (scalars) may be mixed with
   // foo tensors, unless `any_shape` (CPU index tensors, for example); none may be written to.
   void hostInput(const at::Tensor& cpu_tensor, bool any_shape, bool mutated);
@@ -37,8 +43,9 @@ class HostKernelCall {
 
   // Writes back changes the kernel made to arguments' metadata or storage (an out= resize).
   void syncArguments();
-  // Maps a tensor returned by the kernel to the foo tensor the caller receives.
-  at::Tensor output(const at::Tensor& result);
+  // Maps a tensor returned by the kernel to the foo tensor the caller receives. Pass the kernel's
+  // result by value (moved): when nothing else holds it, it is turned into the foo tensor in place.
+  at::Tensor output(at::Tensor result);
 
   c10::DeviceIndex device() const { return device_; }
 
@@ -49,11 +56,12 @@ class HostKernelCall {
     c10::DeviceIndex previous;
   };
   struct Alias {
-    at::Tensor foo;
+    c10::MaybeOwned<at::Tensor> foo;
     at::Tensor view;
     c10::StorageImpl* view_storage;
   };
 
+  at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   void prepare();
   void joinDevice(c10::Device device);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
@@ -63,7 +71,6 @@ class HostKernelCall {
   c10::DeviceIndex device_ = -1;
   c10::optional<c10::Device> host_conflict_;
   c10::SmallVector<Alias, 4> aliases_;
-  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
 };
 
 // A CPU tensor aliasing `foo_tensor`'s memory through the kernel view. Views of one foo storage that
