@@ -314,7 +314,6 @@ class KernelViewAllocator final : public c10::Allocator {
 c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes) {
   const c10::Device where = fooDevice(device);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
-  FOO_CHECK(fooInit());
   void* ptr = deviceCache(device).malloc(nbytes)->ptr;
   return c10::DataPtr(ptr, ptr, &freeDeviceAddress, where);
 }

@@ -1,6 +1,7 @@
-// Unboxed entry points for the hottest operators. They run exactly the same mechanism as the boxed
-// fallback (HostKernelCall: kernel views in, CPU kernel on device memory, results mapped back) but
-// skip boxing the arguments, which dominates the cost of a small op.
+// Unboxed entry points for the hottest operators, and for the operators whose CPU counterpart is a
+// different operator (convolution). They run exactly the same mechanism as the boxed fallback
+// (HostKernelCall: kernel views in, CPU kernel on device memory, results mapped back) but skip boxing
+// the arguments, which dominates the cost of a small op.
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -12,6 +13,10 @@
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/convolution_backward_ops.h>
+#include <ATen/ops/convolution_backward_overrideable_ops.h>
+#include <ATen/ops/convolution_ops.h>
+#include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -78,11 +83,22 @@ constexpr size_t mutableTensorIndex() {
   return count == 1 ? index : sizeof...(Args);
 }
 
-template <class Op, class Schema = typename Op::schema>
+constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
+
+// The CPU kernel of an operator is, by default, the operator's own CPU kernel.
+template <class Op>
+struct SameOpOnCpu {
+  template <class... HostArgs>
+  static decltype(auto) run(HostArgs&... args) {
+    return Op::redispatch(kCpuKeys, args...);
+  }
+};
+
+template <class Op, class CpuKernel = SameOpOnCpu<Op>, class Schema = typename Op::schema>
 struct HostKernel;
 
-template <class Op, class Result, class... Args>
-struct HostKernel<Op, Result(Args...)> {
+template <class Op, class CpuKernel, class Result, class... Args>
+struct HostKernel<Op, CpuKernel, Result(Args...)> {
   static Result call(Args... args) {
     HostKernelCall call(Op::name);
     std::tuple<typename HostArg<Args>::type...> host{HostArg<Args>::convert(call, args)...};
@@ -91,9 +107,9 @@ struct HostKernel<Op, Result(Args...)> {
       std::apply(
           [&](auto&... host_args) {
             if constexpr (std::is_reference_v<Result>) {
-              Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), host_args...);
+              CpuKernel::run(host_args...);
             } else {
-              result = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), host_args...);
+              result = CpuKernel::run(host_args...);
             }
           },
           host);
@@ -108,6 +124,28 @@ struct HostKernel<Op, Result(Args...)> {
     } else {
       return std::apply([&](auto&... outputs) { return Result(call.output(std::move(outputs))...); }, result);
     }
+  }
+};
+
+// PyTorch hands convolutions on PrivateUse1 to the *_overrideable operators; on foo memory they run
+// CPU's own convolution (which picks oneDNN or the slow kernels exactly as it does for CPU tensors).
+struct CpuConvolution {
+  template <class... HostArgs>
+  static at::Tensor run(HostArgs&... args) {
+    return at::_ops::convolution::redispatch(kCpuKeys, args...);
+  }
+};
+
+struct CpuConvolutionBackward {
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> run(
+      at::Tensor& grad_output, at::Tensor& input, at::Tensor& weight, c10::SymIntArrayRef stride,
+      c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+      c10::SymInt groups, std::array<bool, 3> output_mask) {
+    // The bias has one entry per output channel.
+    const std::array<c10::SymInt, 1> bias_sizes{transposed ? weight.sym_size(1) * groups : weight.sym_size(0)};
+    return at::_ops::convolution_backward::redispatch(kCpuKeys, grad_output, input, weight, bias_sizes, stride,
+                                                      padding, dilation, transposed, output_padding, groups,
+                                                      output_mask);
   }
 };
 
@@ -133,6 +171,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_HOST_KERNEL("nll_loss_forward", nll_loss_forward);
   FOO_HOST_KERNEL("nll_loss_backward", nll_loss_backward);
   FOO_HOST_KERNEL("threshold_backward", threshold_backward);
+  m.impl("convolution_overrideable", TORCH_FN((HostKernel<at::_ops::convolution_overrideable, CpuConvolution>::call)));
+  m.impl("convolution_backward_overrideable",
+         TORCH_FN((HostKernel<at::_ops::convolution_backward_overrideable, CpuConvolutionBackward>::call)));
 }
 
 }  // namespace

@@ -29,7 +29,10 @@ PYBIND11_MODULE(_C, m) {
     if (device >= 0 && device != previous) FOO_CHECK(fooSetDevice(checkedIndex(device)));
     return previous;
   });
-  m.def("_synchronize", [](int device) { FOO_CHECK(fooDeviceSynchronize(checkedIndex(device))); });
+  m.def("_synchronize", [](int device) {
+    FOO_CHECK(fooInit());
+    FOO_CHECK(fooDeviceSynchronize(checkedIndex(device)));
+  });
   m.def("_get_device_properties", [](int device) {
     fooDeviceProp prop;
     FOO_CHECK(fooGetDeviceProperties(&prop, checkedIndex(device)));

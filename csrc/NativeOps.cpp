@@ -36,8 +36,19 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, st
                  std::optional<c10::Device> device, std::optional<bool> pin_memory,
                  std::optional<c10::MemoryFormat> memory_format) {
   checkStridedDense(layout, pin_memory);
-  const c10::DeviceGuard guard(fooDevice(resolveDevice(device)));
-  return at::detail::empty_generic(size, &cachingAllocator(), kFooKeys, c10::dtype_or_default(dtype), memory_format);
+  const c10::DeviceIndex index = resolveDevice(device);
+  const caffe2::TypeMeta dtype_meta = c10::scalarTypeToTypeMeta(c10::dtype_or_default(dtype));
+  const size_t nbytes = at::detail::computeStorageNbytesContiguous(size, dtype_meta.itemsize());
+  // The hot allocation path: straight to the device's cache, no device switch.
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, cachingAllocator().allocateOn(index, nbytes),
+                       &cachingAllocator(), /*resizable=*/true);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), kFooKeys, dtype_meta);
+  if (size.size() != 1 || size[0] != 0) t.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (memory_format && *memory_format != c10::MemoryFormat::Contiguous) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
+    t.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return t;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -121,6 +132,18 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 void record_stream(at::Tensor& self, c10::Stream stream) {
   cachingAllocator().recordStream(self.storage().data_ptr(), stream);
+}
+
+// Conjugate and negative views reach the copy kernel as they are: the CPU copy on kernel views
+// resolves them, exactly as CUDA's copy does (materialising them first would recurse into copy).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

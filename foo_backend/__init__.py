@@ -104,7 +104,6 @@ class device_of(device):
 
 def synchronize(device: Any = None) -> None:
     """Wait for all work on a foo device to finish."""
-    _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True))
 
 

@@ -3,6 +3,8 @@ from typing import Any
 
 import torch
 
+from . import _C
+
 DEVICE_TYPE = "foo"
 
 
@@ -27,7 +29,5 @@ def _get_device_index(device: Any, optional: bool = False) -> int:
     if index is None:
         if not optional:
             raise ValueError(f"Expected a foo device with a specified index or an integer, but got: {device}")
-        from . import current_device
-
-        index = current_device()
+        index = _C._get_device()
     return index

@@ -104,4 +104,6 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
     ``torch.OutOfMemoryError``."""
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     _C()._set_memory_fraction(fraction, _get_device_index(device, optional=True))

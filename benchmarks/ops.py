@@ -1,0 +1,324 @@
+"""foo vs CPU: how much slower (or faster) is an operation on the foo device than the same operation on CPU?
+
+foo runs PyTorch's CPU kernels on device memory, so the ratio foo/CPU measures foo's overhead
+(dispatch, allocation, copies, synchronisation). Both sides are measured in the same process with
+``torch.utils.benchmark.Timer``, interleaved: each round times every case on CPU and on foo, back to back
+(alternating which goes first), and the table reports the median over rounds, so machine noise hits
+both sides alike. Every foo statement ends with ``torch.foo.synchronize()``. Before timing, each
+case's foo result is checked against CPU.
+
+    python benchmarks/ops.py [--quick] [--rounds N] [--json PATH]
+
+Benchmarks report, they don't gate: the exit code is 0 whatever the ratios (a broken harness still fails).
+"""
+import argparse
+import copy
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.benchmark import Timer
+
+import foo_backend  # noqa: F401  (registers the foo device even with autoload disabled)
+
+FOO = torch.device("foo")
+CPU = torch.device("cpu")
+N_COPY = 16 * 1024 * 1024  # 16M float32 = 64 MB
+
+
+# ---- Shared statement bodies (the same Python code runs on both devices) --------------------------
+
+def chain20(x: torch.Tensor) -> torch.Tensor:
+    """20 small element-wise ops, each producing a new tensor."""
+    for _ in range(4):
+        x = torch.add(x, 1.0)
+        x = torch.mul(x, 0.5)
+        x = torch.relu(x)
+        x = torch.sigmoid(x)
+        x = torch.sub(x, 0.25)
+    return x
+
+
+def add_x100(a: torch.Tensor, b: torch.Tensor) -> None:
+    """100 small adds per statement: one synchronize per block, as one times a GPU."""
+    for _ in range(100):
+        torch.add(a, b)
+
+
+def alloc_free(dev: torch.device) -> None:
+    for _ in range(100):
+        torch.empty(262144, device=dev)  # 1 MB, dropped at once
+
+
+def make_mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def mlp_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss.detach()
+
+
+# ---- Cases --------------------------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    name: str
+    target: Optional[float]  # max foo/CPU ratio; None: reported, no target
+    setup: Callable[[], tuple[dict, dict]]  # -> (cpu globals, foo globals)
+    cpu_stmt: str
+    foo_stmt: str  # "; torch.foo.synchronize()" is appended
+    check: Callable[[dict, dict], Optional[str]]  # runs both once; a message when foo differs from CPU
+
+
+def _same(name: str, cpu: torch.Tensor, foo: torch.Tensor, exact: bool = False) -> Optional[str]:
+    """None when the foo result (on foo) matches the CPU one (exactly, or to float32 tolerance)."""
+    if foo.device.type != "foo":
+        return f"{name}: result on {foo.device}, expected a foo tensor"
+    foo = foo.cpu()
+    ok = torch.equal(cpu, foo) if exact else torch.allclose(cpu, foo, rtol=1e-5, atol=1e-6)
+    return None if ok else f"{name}: max |foo - cpu| = {(cpu - foo).abs().max().item():.3e}"
+
+
+def _randn_pair(*shape: int) -> tuple[torch.Tensor, torch.Tensor]:
+    t = torch.randn(*shape)
+    return t, t.to(FOO)
+
+
+def setup_add10():
+    (a, fa), (b, fb) = _randn_pair(10), _randn_pair(10)
+    return dict(a=a, b=b, add_x100=add_x100), dict(a=fa, b=fb, add_x100=add_x100)
+
+
+def setup_chain():
+    x, fx = _randn_pair(100)
+    return dict(x=x, chain20=chain20), dict(x=fx, chain20=chain20)
+
+
+def setup_add_out():
+    (a, fa), (b, fb) = _randn_pair(4 * 1024 * 1024), _randn_pair(4 * 1024 * 1024)
+    return dict(a=a, b=b, c=torch.empty_like(a)), dict(a=fa, b=fb, c=torch.empty_like(fa))
+
+
+def setup_mm():
+    (a, fa), (b, fb) = _randn_pair(512, 512), _randn_pair(512, 512)
+    return dict(a=a, b=b), dict(a=fa, b=fb)
+
+
+def setup_conv():
+    (x, fx), (w, fw) = _randn_pair(8, 32, 32, 32), _randn_pair(64, 32, 3, 3)
+    return dict(x=x, w=w, F=F), dict(x=fx, w=fw, F=F)
+
+
+def setup_h2d():
+    src = torch.randn(N_COPY)
+    return dict(src_cpu=src, dst_cpu=torch.empty(N_COPY)), dict(src_cpu=src, dst_foo=torch.empty(N_COPY, device=FOO))
+
+
+def setup_d2h():
+    src = torch.randn(N_COPY)
+    return (dict(src_cpu2=src, dst_cpu=torch.empty(N_COPY)),
+            dict(src_foo=src.to(FOO), dst_cpu=torch.empty(N_COPY)))
+
+
+def setup_alloc():
+    return dict(alloc_free=alloc_free, dev=CPU), dict(alloc_free=alloc_free, dev=FOO)
+
+
+def setup_mlp():
+    torch.manual_seed(0)
+    cpu_model = make_mlp()
+    foo_model = copy.deepcopy(cpu_model).to(FOO)  # same initial weights on both devices
+    (x, fx), y = _randn_pair(64, 784), torch.randint(0, 10, (64,))
+    return tuple(dict(model=m, opt=torch.optim.SGD(m.parameters(), lr=0.01), x=xx, y=y.to(m[0].weight.device),
+                      mlp_step=mlp_step)
+                 for m, xx in ((cpu_model, x), (foo_model, fx)))
+
+
+def check_alloc(c, f):
+    before = torch.foo.memory_allocated()
+    t = torch.empty(262144, device=FOO)
+    if t.device.type != "foo" or torch.foo.memory_allocated() < before + t.nbytes:
+        return f"torch.empty on foo: device {t.device}, memory_allocated grew by {torch.foo.memory_allocated() - before}"
+    del t
+    f["alloc_free"](FOO)
+    after = torch.foo.memory_allocated()
+    return None if after == before else f"alloc/free leaked: memory_allocated {before} -> {after}"
+
+
+def check_mlp(c, f):
+    # One step on copies of the models (the timed models stay at their initial weights).
+    cm, fm = copy.deepcopy(c["model"]), copy.deepcopy(f["model"])
+    co, fo = torch.optim.SGD(cm.parameters(), lr=0.01), torch.optim.SGD(fm.parameters(), lr=0.01)
+    msgs = [_same("loss", mlp_step(cm, co, c["x"], c["y"]), mlp_step(fm, fo, f["x"], f["y"]))]
+    msgs += [_same(f"param {n}", p, q) for (n, p), q in zip(cm.named_parameters(), fm.parameters())]
+    return "; ".join(m for m in msgs if m) or None
+
+
+def _copy_check(label, dst_key, src_key):
+    def check(c, f):
+        dst, src = f[dst_key], f[src_key]
+        dst.zero_()
+        dst.copy_(src)
+        return None if torch.equal(dst.cpu(), src.cpu()) else f"{label}: destination differs from source"
+    return check
+
+
+CASES = [
+    Case("add, 10 elements (x100)", 2.0, setup_add10, "add_x100(a, b)", "add_x100(a, b)",
+         lambda c, f: _same("add", torch.add(c["a"], c["b"]), torch.add(f["a"], f["b"]), exact=True)),
+    Case("chain of 20 ops, 100 elements", None, setup_chain, "chain20(x)", "chain20(x)",
+         lambda c, f: _same("chain20", chain20(c["x"]), chain20(f["x"]), exact=True)),
+    Case("add out=, 4M elements", 1.10, setup_add_out, "torch.add(a, b, out=c)", "torch.add(a, b, out=c)",
+         lambda c, f: _same("add out=", torch.add(c["a"], c["b"], out=c["c"]), torch.add(f["a"], f["b"], out=f["c"]),
+                            exact=True)),
+    Case("mm 512x512", 1.10, setup_mm, "torch.mm(a, b)", "torch.mm(a, b)",
+         lambda c, f: _same("mm", torch.mm(c["a"], c["b"]), torch.mm(f["a"], f["b"]))),
+    Case("conv2d 8x32x32x32, 64x3x3", 1.10, setup_conv,
+         "F.conv2d(x, w, padding=1)", "F.conv2d(x, w, padding=1)",
+         lambda c, f: _same("conv2d", F.conv2d(c["x"], c["w"], padding=1), F.conv2d(f["x"], f["w"], padding=1))),
+    Case("copy 64 MB host->foo", 1.25, setup_h2d, "dst_cpu.copy_(src_cpu)", "dst_foo.copy_(src_cpu)",
+         _copy_check("host->foo copy", "dst_foo", "src_cpu")),
+    Case("copy 64 MB foo->host", 1.25, setup_d2h, "dst_cpu.copy_(src_cpu2)", "dst_cpu.copy_(src_foo)",
+         _copy_check("foo->host copy", "dst_cpu", "src_foo")),
+    Case("alloc+free 1 MB x100", 1.0, setup_alloc, "alloc_free(dev)", "alloc_free(dev)", check_alloc),
+    Case("MLP step 784-256-256-10, b64", 1.25, setup_mlp,
+         "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
+]
+
+
+# ---- Measurement ---------------------------------------------------------------------------------------
+
+def timer(stmt: str, env: dict) -> Timer:
+    # Timer defaults to 1 thread; measure with the process default (what users get) on both sides.
+    return Timer(stmt, globals=env, num_threads=torch.get_num_threads())
+
+
+def per_call(t: Timer, number: int) -> float:
+    return t.timeit(number).median  # seconds per call, over one block of `number` calls
+
+
+def run(args) -> list[dict]:
+    rows = []
+    live = []  # (row, cpu Timer, foo Timer, calls per block)
+    for case in CASES:
+        row = dict(name=case.name, target=case.target, cpu_stmt=case.cpu_stmt,
+                   foo_stmt=case.foo_stmt + "; torch.foo.synchronize()", error=None, mismatch=None,
+                   cpu_times=[], foo_times=[])
+        rows.append(row)
+        try:
+            cpu_env, foo_env = case.setup()
+            row["mismatch"] = case.check(cpu_env, foo_env)
+            torch.foo.synchronize()
+            cpu_t, foo_t = timer(case.cpu_stmt, cpu_env), timer(row["foo_stmt"], foo_env)
+            # One block size for both sides, sized by the slower one: ~args.block seconds per block.
+            slowest = max(per_call(cpu_t, 3), per_call(foo_t, 3))
+            live.append((row, cpu_t, foo_t, max(1, int(args.block / slowest))))
+        except Exception as e:  # a backend failure is a result: report it, keep benchmarking the rest
+            row["error"] = f"{type(e).__name__}: {e}".splitlines()[0]
+    for r in range(args.rounds):
+        if sys.stderr.isatty():
+            print(f"\rround {r + 1}/{args.rounds}", end="", file=sys.stderr, flush=True)
+        for row, cpu_t, foo_t, number in live:
+            if row["error"]:
+                continue
+            try:
+                order = [("cpu_times", cpu_t), ("foo_times", foo_t)]
+                for key, t in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
+                    row[key].append(per_call(t, number))
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {e}".splitlines()[0]
+    if sys.stderr.isatty():
+        print("\r" + " " * 20 + "\r", end="", file=sys.stderr)
+    for row in rows:
+        if row["error"] or not row["cpu_times"]:
+            row.update(cpu=None, foo=None, ratio=None, spread=None,
+                       status="ERROR" if row["error"] else "SKIP")
+            continue
+        row["cpu"], row["foo"] = statistics.median(row["cpu_times"]), statistics.median(row["foo_times"])
+        # Each round's foo and CPU blocks ran back to back, so their ratio cancels slow drifts in machine
+        # load; the reported ratio is the median of these per-round ratios (with their interquartile range).
+        paired = [f / c for c, f in zip(row["cpu_times"], row["foo_times"])]
+        row["ratio_of_medians"] = row["foo"] / row["cpu"]
+        row["ratio"] = statistics.median(paired)
+        row["spread"] = tuple(statistics.quantiles(paired, n=4)[::2]) if len(paired) > 1 else (paired[0],) * 2
+        if row["mismatch"]:
+            row["status"] = "MISMATCH"
+        elif row["target"] is None:
+            row["status"] = "-"
+        else:
+            row["status"] = "PASS" if row["ratio"] <= row["target"] else "FAIL"
+    return rows
+
+
+def fmt_time(s: Optional[float]) -> str:
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def print_table(rows: list[dict]) -> None:
+    header = ("case", "CPU time", "foo time", "foo/CPU", "(IQR)", "target", "status")
+    lines = [header]
+    for r in rows:
+        lines.append((
+            r["name"], fmt_time(r["cpu"]), fmt_time(r["foo"]),
+            f"{r['ratio']:.2f}" if r["ratio"] is not None else "-",
+            f"{r['spread'][0]:.2f}-{r['spread'][1]:.2f}" if r["spread"] else "",
+            f"<= {r['target']:.2f}" if r["target"] is not None else "(report)",
+            r["status"],
+        ))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for i, line in enumerate(lines):
+        print(" | ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(line, widths))))
+        if i == 0:
+            print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        if r["error"]:
+            print(f"ERROR    {r['name']}: {r['error']}")
+        if r["mismatch"]:
+            print(f"MISMATCH {r['name']}: {r['mismatch']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a fast, noisier run (5 rounds of short blocks)")
+    parser.add_argument("--rounds", type=int, help="interleaved CPU/foo rounds (default 31, --quick 5)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH as JSON")
+    args = parser.parse_args()
+    args.rounds = args.rounds or (5 if args.quick else 31)
+    # Short blocks, many rounds: foo and CPU alternate often, so background load hits both alike.
+    args.block = 0.02 if args.quick else 0.08  # seconds per timed block, per device
+
+    print(f"foo: {torch.foo.get_device_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+          f" | {platform.processor() or platform.machine()} | {args.rounds} rounds, medians")
+    start = time.perf_counter()
+    rows = run(args)
+    elapsed = time.perf_counter() - start
+    print_table(rows)
+    print(f"({elapsed:.0f} s; times: medians over rounds; foo/CPU: median of the per-round ratios, IQR: their interquartile range)")
+    if args.json:
+        meta = dict(torch=torch.__version__, device=torch.foo.get_device_name(), threads=torch.get_num_threads(),
+                    rounds=args.rounds, block_seconds=args.block, quick=args.quick, seconds=elapsed,
+                    python=platform.python_version(), machine=platform.machine())
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, results=rows), f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

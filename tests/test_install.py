@@ -1,0 +1,292 @@
+"""Installing and loading foo_backend (CONTRACT: "Install and load", and "The device": device memory that host
+code cannot dereference). Every check runs in a fresh interpreter: loading happens once per process."""
+import importlib.metadata
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+import torch
+
+import foo_backend
+import foo_backend._build_info
+
+BUILT_VERSION = foo_backend._build_info.TORCH_VERSION
+REBUILD_HINT = "pip install --no-build-isolation"
+_FOO_ENV = ("FOO_DEVICE_COUNT", "FOO_DEVICE_MEMORY_MB", "TORCH_DEVICE_BACKEND_AUTOLOAD")
+
+
+class Subprocesses:
+    """Fresh interpreters for the checks that need one (environment variables read once, lazy
+    initialisation). All of a module's scripts start together, on first use, and run concurrently so the
+    suite stays fast; ``self[name]`` waits for one and returns its CompletedProcess."""
+
+    def __init__(self, scripts):
+        self.scripts = scripts  # name -> (code, {env var: value})
+        self.procs = {}
+        self.results = {}
+
+    def _start(self):
+        base = {k: v for k, v in os.environ.items() if k not in _FOO_ENV}
+        for name, (code, env) in self.scripts.items():
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, env={**base, **{k: str(v) for k, v in env.items()}}, cwd=tempfile.gettempdir(),
+            )
+
+    def __getitem__(self, name):
+        if not self.procs:
+            self._start()
+        if name not in self.results:
+            proc = self.procs[name]
+            out, err = proc.communicate(timeout=180)
+            self.results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return self.results[name]
+
+    def check(self, name):
+        """The stdout of script ``name``, which must have exited successfully."""
+        proc = self[name]
+        assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        return proc.stdout
+
+    def close(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+NO_AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+
+# Makes foo_backend believe it was built against another torch, before anything imports it.
+_FAKE_BUILD = """
+import sys, types
+fake = types.ModuleType("foo_backend._build_info")
+fake.TORCH_VERSION = "1.99.0+fake"
+sys.modules["foo_backend._build_info"] = fake
+"""
+
+SCRIPTS = {
+    # A plain ``import torch`` (autoload), then a foo data pointer dereferenced from host code: it is a device
+    # address, so the access faults as with a GPU pointer. Host (CPU tensor) pointers are fine.
+    "autoload_then_deref": (
+        """
+        import ctypes
+        import sys
+        import torch
+        print(torch.ones(1).foo().device)
+        print("foo_backend" in sys.modules, torch.foo is sys.modules["foo_backend"])
+        print(torch.tensor([1.0, 2.0], device="foo:1").sum().item())
+        c = torch.full((4,), 3.5)
+        t = torch.ones(4, device="foo")
+        print(ctypes.c_float.from_address(c.data_ptr()).value, flush=True)
+        ctypes.c_float.from_address(c.data_ptr()).value = 5.0
+        print(c[0].item(), t.sum().item(), flush=True)
+        print("created", flush=True)
+        print(ctypes.c_float.from_address(t.data_ptr()).value, flush=True)
+        """,
+        {},
+    ),
+    "autoload_disabled": (
+        """
+        import sys
+        import torch
+        print(hasattr(torch, "foo"), "foo_backend" in sys.modules, hasattr(torch.Tensor, "foo"))
+        try:
+            torch.device("foo")
+            print("device ok")
+        except RuntimeError:
+            print("device refused")
+        import foo_backend
+        print(hasattr(torch, "foo"), torch.foo is foo_backend)
+        print(torch.ones(1).foo().device, torch.ones(1).foo().is_foo)
+        """,
+        NO_AUTOLOAD,
+    ),
+    "import_foo_backend_first": (
+        """
+        import foo_backend
+        import torch
+        print(torch.foo is foo_backend, torch.foo.device_count())
+        x = torch.arange(3.0).foo(1)
+        print(x.device, (x * 2).cpu().tolist())
+        foo_backend._register()  # idempotent
+        print(torch.foo is foo_backend)
+        """,
+        {},
+    ),
+    # Each way the native extension can fail to load, one after another in one process: a failed import
+    # leaves nothing behind, so every attempt is a fresh ``import foo_backend``.
+    "load_failures": (
+        """
+        import sys, types
+        import torch
+
+        def attempt(label):
+            try:
+                import foo_backend
+                print(label, "imported")
+            except ImportError as e:
+                print(label, "ImportError:", str(e).replace(chr(10), " "))
+            print(label, "registered", hasattr(torch, "foo"))
+
+        sys.modules["foo_backend._build_info"] = None  # as if setup.py never generated it
+        attempt("not_built")
+        fake = types.ModuleType("foo_backend._build_info")
+        fake.TORCH_VERSION = "1.99.0+fake"
+        sys.modules["foo_backend._build_info"] = fake  # built against another torch
+        attempt("build_differs")
+        del sys.modules["foo_backend._build_info"]
+        real_version = torch.__version__
+        torch.__version__ = "2.99.0+fake"  # running another torch
+        attempt("running_differs")
+        torch.__version__ = real_version
+        sys.modules["foo_backend._C"] = None  # the shared object cannot be loaded
+        attempt("extension_fails")
+        del sys.modules["foo_backend._C"]
+        attempt("recovered")
+        print("works", torch.ones(2).foo().device)
+        """,
+        NO_AUTOLOAD,
+    ),
+    "mismatch_through_autoload": (
+        _FAKE_BUILD + """
+import torch
+print("imported torch")
+""",
+        {},
+    ),
+    "write_foo1_pointer": (
+        """
+        import ctypes
+        import torch
+        t = torch.ones(4, device="foo:1")
+        print("created", flush=True)
+        ctypes.c_float.from_address(t.data_ptr()).value = 5.0
+        print("wrote", flush=True)
+        """,
+        {},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def subprocesses():
+    procs = Subprocesses(SCRIPTS)
+    yield procs
+    procs.close()
+
+
+# ---- autoload ----------------------------------------------------------------------------------------
+
+def test_entry_point_declared():
+    eps = importlib.metadata.entry_points(group="torch.backends")
+    foo = [ep for ep in eps if ep.name == "foo"]
+    assert len(foo) == 1
+    assert foo[0].value == "foo_backend._autoload:register"
+
+
+def test_plain_import_torch_autoloads_foo(subprocesses):
+    lines = subprocesses["autoload_then_deref"].stdout.splitlines()
+    assert lines[0] == "foo:0"
+    assert lines[1] == "True True"
+    assert lines[2] == "3.0"
+
+
+def test_autoload_can_be_disabled(subprocesses):
+    lines = subprocesses.check("autoload_disabled").splitlines()
+    assert lines[0] == "False False False"
+    assert lines[1] == "device refused"
+    assert lines[2] == "True True"  # import foo_backend registers everything
+    assert lines[3] == "foo:0 True"
+
+
+def test_import_foo_backend_before_torch(subprocesses):
+    lines = subprocesses.check("import_foo_backend_first").splitlines()
+    assert lines == ["True 2", "foo:1 [0.0, 2.0, 4.0]", "True"]
+
+
+def test_register_is_idempotent_in_process():
+    foo_backend._register()
+    assert torch.foo is foo_backend
+    assert torch.ones(1).foo().is_foo
+
+
+# ---- version mismatch and other load failures -------------------------------------------------------
+
+def _attempts(out):
+    """label -> list of its output lines (without the label)."""
+    result = {}
+    for line in out.splitlines():
+        label, _, rest = line.partition(" ")
+        result.setdefault(label, []).append(rest)
+    return result
+
+
+def _import_error(attempt):
+    errors = [line for line in attempt if line.startswith("ImportError:")]
+    assert errors, f"no ImportError: {attempt}"
+    return errors[0]
+
+
+def test_running_torch_differs_from_build(subprocesses):
+    attempt = _attempts(subprocesses.check("load_failures"))["running_differs"]
+    msg = _import_error(attempt)
+    assert "2.99.0+fake" in msg  # the running torch
+    assert BUILT_VERSION in msg  # the torch foo_backend was built against
+    assert REBUILD_HINT in msg
+    assert "registered False" in attempt  # nothing half-registered
+
+
+def test_build_differs_from_running_torch(subprocesses):
+    attempt = _attempts(subprocesses.check("load_failures"))["build_differs"]
+    msg = _import_error(attempt)
+    assert "1.99.0+fake" in msg and torch.__version__ in msg
+    assert REBUILD_HINT in msg
+    assert "registered False" in attempt
+
+
+def test_mismatch_reported_through_autoload(subprocesses):
+    proc = subprocesses["mismatch_through_autoload"]
+    assert proc.returncode != 0 and "imported torch" not in proc.stdout
+    assert "ImportError" in proc.stderr
+    assert "1.99.0+fake" in proc.stderr and torch.__version__ in proc.stderr
+    assert REBUILD_HINT in proc.stderr
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in proc.stderr  # torch's own hint to get out of it
+    assert "undefined symbol" not in proc.stderr
+
+
+def test_extension_not_built(subprocesses):
+    msg = _import_error(_attempts(subprocesses.check("load_failures"))["not_built"])
+    assert "not built" in msg and REBUILD_HINT in msg
+
+
+def test_extension_fails_to_load(subprocesses):
+    attempt = _attempts(subprocesses.check("load_failures"))["extension_fails"]
+    msg = _import_error(attempt)
+    assert torch.__version__ in msg and REBUILD_HINT in msg
+    assert "registered False" in attempt
+
+
+def test_import_succeeds_once_the_problem_is_gone(subprocesses):
+    attempts = _attempts(subprocesses.check("load_failures"))
+    assert attempts["recovered"] == ["imported", "registered True"]
+    assert attempts["works"] == ["foo:0"]
+
+
+# ---- device pointers ---------------------------------------------------------------------------------
+
+def test_dereferencing_a_cpu_pointer_works(subprocesses):
+    lines = subprocesses["autoload_then_deref"].stdout.splitlines()
+    assert lines[3:5] == ["3.5", "5.0 4.0"]
+
+
+@pytest.mark.parametrize("script", ["autoload_then_deref", "write_foo1_pointer"])
+def test_dereferencing_a_foo_pointer_faults(subprocesses, script):
+    proc = subprocesses[script]
+    lines = proc.stdout.splitlines()
+    assert "created" in lines and lines[-1] == "created", proc.stdout + proc.stderr  # died right at the access
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr)

@@ -1,0 +1,518 @@
+"""foo's caching allocator and the memory API of ``torch.foo`` / ``torch.accelerator`` (CONTRACT: "torch.foo"
+memory). The oracle is ``torch.cuda``'s documented semantics: ``memory_allocated`` counts bytes occupied by
+tensors, ``memory_reserved`` bytes held by the caching allocator, freed blocks are cached and reused,
+``empty_cache`` returns unused cached memory to the device, ``mem_get_info`` reports the device's (free, total),
+and exceeding device memory raises ``torch.OutOfMemoryError`` leaving the allocator usable.
+
+In-process tests measure deltas (other test modules may hold foo memory); exact absolute numbers and
+out-of-memory conditions are checked in fresh interpreters with a small device memory."""
+import gc
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+import torch
+
+MiB = 1 << 20
+_FOO_ENV = ("FOO_DEVICE_COUNT", "FOO_DEVICE_MEMORY_MB", "TORCH_DEVICE_BACKEND_AUTOLOAD")
+
+
+class Subprocesses:
+    """Fresh interpreters for the checks that need one (environment variables read once, lazy
+    initialisation). All of a module's scripts start together, on first use, and run concurrently so the
+    suite stays fast; ``self[name]`` waits for one and returns its CompletedProcess."""
+
+    def __init__(self, scripts):
+        self.scripts = scripts  # name -> (code, {env var: value})
+        self.procs = {}
+        self.results = {}
+
+    def _start(self):
+        base = {k: v for k, v in os.environ.items() if k not in _FOO_ENV}
+        for name, (code, env) in self.scripts.items():
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, env={**base, **{k: str(v) for k, v in env.items()}}, cwd=tempfile.gettempdir(),
+            )
+
+    def __getitem__(self, name):
+        if not self.procs:
+            self._start()
+        if name not in self.results:
+            proc = self.procs[name]
+            out, err = proc.communicate(timeout=180)
+            self.results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return self.results[name]
+
+    def check(self, name):
+        """The stdout of script ``name``, which must have exited successfully."""
+        proc = self[name]
+        assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        return proc.stdout
+
+    def close(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+SCRIPTS = {
+    # Absolute accounting in a process where nothing else holds foo memory.
+    "exact_accounting": (
+        """
+        import gc, torch
+        torch.foo.init()
+        assert torch.foo.memory_allocated(0) == 0 and torch.foo.memory_allocated(1) == 0
+        assert torch.foo.memory_reserved(0) == 0 and torch.foo.memory_reserved(1) == 0
+        free, total = torch.foo.mem_get_info(0)
+        assert free == total, (free, total)
+
+        # A mix of allocations, ops, views, out=, resizes, indexing and autograd on both devices.
+        a = torch.randn(64, 64).foo()
+        b = torch.randn(64, 64, device="foo:1")
+        c = a @ a.t() + 1
+        d = b[::2].clone()
+        e = torch.empty(3, device="foo")
+        torch.mul(a, 2, out=e)
+        f = torch.arange(10.0, device="foo:1")
+        f.resize_(1000)
+        g = a[torch.tensor([0, 3])]
+        h = a[a > 0]
+        w = torch.randn(64, 8, device="foo", requires_grad=True)
+        loss = (torch.relu(a @ w) ** 2).sum()
+        loss.backward()
+        big = torch.empty(12 * 2**20, dtype=torch.uint8, device="foo:1")
+        assert torch.foo.memory_allocated(0) > 0 and torch.foo.memory_allocated(1) > 12 * 2**20
+        assert torch.foo.mem_get_info(1)[0] == total - torch.foo.memory_reserved(1)
+
+        del a, b, c, d, e, f, g, h, w, loss, big
+        gc.collect()
+        print("allocated", torch.foo.memory_allocated(0), torch.foo.memory_allocated(1))
+        print("cached", int(torch.foo.memory_reserved(0) > 0), int(torch.foo.memory_reserved(1) > 0))
+        torch.foo.empty_cache()
+        print("reserved", torch.foo.memory_reserved(0), torch.foo.memory_reserved(1))
+        print("free", int(torch.foo.mem_get_info(0)[0] == total), int(torch.foo.mem_get_info(1)[0] == total))
+        """,
+        {},
+    ),
+    # Out of memory, with 64 MiB of device memory: a plain allocation and one inside an operator on foo:0,
+    # the retry after releasing the cache on foo:1 (whose statistics are untouched by foo:0's OOMs), the
+    # per-process memory fraction on foo:2.
+    "oom": (
+        """
+        import torch
+        MiB = 2**20
+        print("total", torch.foo.get_device_properties(0).total_memory == 64 * MiB)
+        keep = torch.ones(1000, device="foo")
+        allocated = torch.foo.memory_allocated()
+        try:
+            torch.empty(100 * MiB, dtype=torch.uint8, device="foo")
+            print("OOM none")
+        except torch.OutOfMemoryError as e:
+            print("OOM", isinstance(e, RuntimeError), str(e).replace(chr(10), " "))
+        print("num_ooms", torch.foo.memory_stats()["num_ooms"])
+        print("allocated_unchanged", torch.foo.memory_allocated() == allocated)
+        # The allocator is still usable, the surviving tensor intact.
+        after = torch.full((1000,), 2.0, device="foo")
+        print("usable", (after + keep).sum().item(), keep.sum().item())
+        del after
+
+        x = torch.ones(24 * MiB // 4, device="foo")  # 24 MiB
+        before = torch.foo.memory_allocated()
+        try:
+            torch.cat([x, x, x])  # needs 72 MiB: fails inside the kernel
+            print("OP_OOM none")
+        except torch.OutOfMemoryError as e:
+            print("OP_OOM", "foo" in str(e))
+        print("op_intact", x.sum().item() == x.numel(), torch.foo.memory_allocated() == before)
+        y = x + 1
+        print("op_usable", y[0].item(), y.numel() == x.numel())
+
+        a = torch.empty(40 * MiB, dtype=torch.uint8, device="foo:1")
+        del a  # cached, not returned to the device
+        print("cached", torch.foo.memory_reserved(1) >= 40 * MiB)
+        b = torch.empty(50 * MiB, dtype=torch.uint8, device="foo:1")  # fits only once the cache is released
+        stats = torch.foo.memory_stats(1)
+        print("retry", stats["num_alloc_retries"] >= 1, stats["num_ooms"], torch.foo.memory_reserved(1) < 64 * MiB)
+        del b
+        torch.foo.empty_cache()
+
+        torch.foo.set_per_process_memory_fraction(0.25, 2)  # 16 MiB of foo:2's 64
+        small = torch.ones(1000, device="foo:2")
+        try:
+            torch.empty(20 * MiB, dtype=torch.uint8, device="foo:2")
+            print("FRACTION_OOM none")
+        except torch.OutOfMemoryError as e:
+            print("FRACTION_OOM", "foo" in str(e))
+        # the limit is per device
+        other = torch.empty(20 * MiB, dtype=torch.uint8, device="foo:1")
+        print("other_device", other.numel() == 20 * MiB, torch.foo.memory_stats(1)["num_ooms"])
+        torch.foo.set_per_process_memory_fraction(1.0, 2)
+        big = torch.empty(20 * MiB, dtype=torch.uint8, device="foo:2")
+        print("restored", big.numel() == 20 * MiB, small.sum().item())
+        """,
+        {"FOO_DEVICE_MEMORY_MB": 64, "FOO_DEVICE_COUNT": 3},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def subprocesses():
+    procs = Subprocesses(SCRIPTS)
+    yield procs
+    procs.close()
+
+
+def labelled(out):
+    """{label: the rest of its line}, from a script's output."""
+    return {line.partition(" ")[0]: line.partition(" ")[2] for line in out.splitlines() if line.strip()}
+
+
+@pytest.fixture(autouse=True)
+def restore_current_device():
+    previous = torch.foo.current_device()
+    yield
+    torch.foo.set_device(previous)
+
+
+# ---- absolute accounting, in a fresh process ---------------------------------------------------------
+
+def test_all_memory_freed_after_deleting_tensors(subprocesses):
+    out = labelled(subprocesses.check("exact_accounting"))
+    assert out["allocated"] == "0 0"
+    assert out["cached"] == "1 1"  # freed blocks stay cached, as on CUDA
+
+
+def test_empty_cache_returns_everything(subprocesses):
+    out = labelled(subprocesses.check("exact_accounting"))
+    assert out["reserved"] == "0 0"
+    assert out["free"] == "1 1"
+
+
+# ---- out of memory -----------------------------------------------------------------------------------
+
+def test_oom_raises_and_allocator_stays_usable(subprocesses):
+    out = labelled(subprocesses.check("oom"))
+    assert out["total"] == "True"
+    assert out["OOM"].startswith("True "), out["OOM"]  # an OutOfMemoryError, which is a RuntimeError
+    assert "foo" in out["OOM"] and "privateuseone" not in out["OOM"].lower()
+    assert "Tried to allocate 100.00 MiB" in out["OOM"]  # CUDA's wording
+    assert out["num_ooms"] == "1"
+    assert out["allocated_unchanged"] == "True"
+    assert out["usable"] == "3000.0 1000.0"
+
+
+def test_oom_inside_an_operator(subprocesses):
+    out = labelled(subprocesses.check("oom"))
+    assert out["OP_OOM"] == "True"
+    assert out["op_intact"] == "True True"
+    assert out["op_usable"] == "2.0 True"
+
+
+def test_allocation_retries_after_freeing_cache(subprocesses):
+    # As CUDA's allocator: when the device is full, cached blocks are released and the allocation retried.
+    out = labelled(subprocesses.check("oom"))
+    assert out["cached"] == "True"
+    assert out["retry"] == "True 0 True"
+
+
+def test_per_process_memory_fraction_limits_allocations(subprocesses):
+    out = labelled(subprocesses.check("oom"))
+    assert out["FRACTION_OOM"] == "True"
+    assert out["other_device"] == "True 0"
+    assert out["restored"] == "True 1000.0"
+
+
+def test_set_per_process_memory_fraction_type_check():
+    with pytest.raises(TypeError):
+        torch.foo.set_per_process_memory_fraction(1)
+
+
+def test_set_per_process_memory_fraction_range_is_value_error():
+    with pytest.raises(ValueError, match="0~1"):
+        torch.foo.set_per_process_memory_fraction(1.5)
+
+
+def test_set_per_process_memory_fraction_range_rejected():
+    for bad in (1.5, -0.1):
+        with pytest.raises((ValueError, RuntimeError), match="fraction"):
+            torch.foo.set_per_process_memory_fraction(bad)
+    # the limit stays as it was: allocation still works
+    assert torch.ones(10, device="foo").sum().item() == 10
+
+
+# ---- statistics --------------------------------------------------------------------------------------
+
+REQUIRED_KEYS = [
+    f"{stat}.{pool}.{metric}"
+    for stat in ("allocation", "segment", "active", "allocated_bytes", "reserved_bytes", "active_bytes",
+                 "inactive_split", "inactive_split_bytes", "requested_bytes")
+    for pool in ("all", "small_pool", "large_pool")
+    for metric in ("current", "peak", "allocated", "freed")
+] + ["num_alloc_retries", "num_ooms"]
+
+
+@pytest.mark.parametrize("device", [0, 1])
+def test_memory_stats_keys_and_consistency(device):
+    keep = torch.empty(1000, device=f"foo:{device}")
+    stats = torch.foo.memory_stats(device)
+    missing = [k for k in REQUIRED_KEYS if k not in stats]
+    assert not missing, missing
+    assert all(isinstance(v, int) and v >= 0 for v in stats.values())
+    assert stats["allocated_bytes.all.current"] == torch.foo.memory_allocated(device)
+    assert stats["reserved_bytes.all.current"] == torch.foo.memory_reserved(device)
+    assert stats["allocated_bytes.all.peak"] == torch.foo.max_memory_allocated(device)
+    assert stats["reserved_bytes.all.peak"] == torch.foo.max_memory_reserved(device)
+    for stat in ("allocation", "segment", "allocated_bytes", "reserved_bytes"):
+        assert stats[f"{stat}.all.current"] == stats[f"{stat}.small_pool.current"] + stats[f"{stat}.large_pool.current"]
+        assert stats[f"{stat}.all.current"] <= stats[f"{stat}.all.peak"]
+        assert stats[f"{stat}.all.current"] == stats[f"{stat}.all.allocated"] - stats[f"{stat}.all.freed"]
+    assert stats["segment.all.current"] >= 1
+    assert stats["reserved_bytes.all.current"] >= stats["allocated_bytes.all.current"] >= 4000
+    del keep
+
+
+def test_memory_stats_device_arguments():
+    torch.empty(10, device="foo:1")
+    assert torch.foo.memory_stats("foo:1") == torch.foo.memory_stats(1) == torch.foo.memory_stats(torch.device("foo", 1))
+    with torch.foo.device(1):
+        assert torch.foo.memory_stats() == torch.foo.memory_stats(1)
+    with pytest.raises(RuntimeError, match="0 to 1"):
+        torch.foo.memory_stats(2)
+    with pytest.raises(ValueError):
+        torch.foo.memory_allocated("cpu")
+
+
+def test_allocation_and_free_accounting():
+    base_alloc = torch.foo.memory_allocated(0)
+    base_req = torch.foo.memory_stats(0)["requested_bytes.all.current"]
+    base_count = torch.foo.memory_stats(0)["allocation.all.current"]
+    t = torch.empty(1000, dtype=torch.float32, device="foo:0")
+    delta = torch.foo.memory_allocated(0) - base_alloc
+    # CUDA's allocator rounds every block up to a multiple of 512 bytes
+    assert 4000 <= delta < 4000 + 512 and delta % 512 == 0, delta
+    stats = torch.foo.memory_stats(0)
+    assert stats["requested_bytes.all.current"] - base_req == 4000
+    assert stats["allocation.all.current"] - base_count == 1
+    assert torch.foo.memory_reserved(0) >= torch.foo.memory_allocated(0)
+    del t
+    assert torch.foo.memory_allocated(0) == base_alloc
+    assert torch.foo.memory_stats(0)["requested_bytes.all.current"] == base_req
+
+
+def test_views_do_not_allocate():
+    x = torch.randn(64, 64, device="foo")
+    base = torch.foo.memory_allocated()
+    views = [x.t(), x[::2], x.view(-1), x.unsqueeze(0), x.narrow(1, 3, 10), x.diagonal(), x.unfold(0, 4, 4)]
+    assert torch.foo.memory_allocated() == base
+    del views
+
+
+def test_zero_size_allocation_is_free():
+    base = torch.foo.memory_allocated()
+    t = torch.empty(0, 5, device="foo")
+    assert torch.foo.memory_allocated() == base
+    assert t.data_ptr() == 0
+    assert (t + 1).shape == (0, 5) and torch.foo.memory_allocated() == base
+
+
+def test_op_results_live_on_the_input_device_not_the_current_one():
+    x = torch.randn(1000, device="foo:0")
+    torch.foo.set_device(1)
+    a0, a1 = torch.foo.memory_allocated(0), torch.foo.memory_allocated(1)
+    y = x * 2
+    assert y.device == torch.device("foo", 0)
+    assert torch.foo.memory_allocated(0) - a0 >= 4000
+    assert torch.foo.memory_allocated(1) == a1
+    z = torch.zeros(1000, device="foo")  # a factory without an index: the current device
+    assert z.device == torch.device("foo", 1) and torch.foo.memory_allocated(1) - a1 >= 4000
+    del y, z
+
+
+def test_op_results_and_resize_are_accounted():
+    x = torch.randn(256, device="foo")
+    base = torch.foo.memory_allocated()
+    y = x * 2  # the result lives on the device
+    assert torch.foo.memory_allocated() - base >= 1024
+    z = torch.empty(0, device="foo")
+    before = torch.foo.memory_allocated()
+    z.resize_(10_000)
+    assert torch.foo.memory_allocated() - before >= 40_000
+    del y, z
+    assert torch.foo.memory_allocated() == base
+
+
+def test_no_leak_across_ops_and_autograd():
+    base = [torch.foo.memory_allocated(d) for d in range(2)]
+    for _ in range(3):
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).foo()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(8, 16, device="foo")
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        a = torch.randn(10, 10, device="foo")
+        out = torch.empty(0, device="foo")
+        torch.matmul(a, a, out=out)
+        a[torch.tensor([1, 2])] = 0.0
+        m = a[a > 0]
+        s = torch.sort(a, dim=1)
+        b = a.to("foo:1").t().contiguous()
+        del model, opt, x, loss, a, out, m, s, b
+    gc.collect()
+    assert [torch.foo.memory_allocated(d) for d in range(2)] == base
+
+
+def test_peak_stats_and_reset():
+    torch.foo.reset_peak_memory_stats()
+    base_peak = torch.foo.max_memory_allocated()
+    assert base_peak == torch.foo.memory_allocated()
+    big = torch.empty(3 * MiB, dtype=torch.uint8, device="foo")
+    del big
+    assert torch.foo.max_memory_allocated() >= base_peak + 3 * MiB
+    assert torch.foo.max_memory_reserved() >= torch.foo.memory_reserved()
+    torch.foo.reset_peak_memory_stats()
+    assert torch.foo.max_memory_allocated() == torch.foo.memory_allocated()
+    assert torch.foo.max_memory_reserved() == torch.foo.memory_reserved()
+
+
+def test_reset_peak_is_per_device():
+    keep = torch.empty(4 * MiB, dtype=torch.uint8, device="foo:1")
+    del keep
+    peak1 = torch.foo.max_memory_allocated(1)
+    torch.foo.reset_peak_memory_stats(0)
+    assert torch.foo.max_memory_allocated(1) == peak1 > torch.foo.memory_allocated(1)
+
+
+def test_reset_accumulated_memory_stats():
+    torch.empty(100, device="foo")
+    assert torch.foo.memory_stats()["allocation.all.allocated"] > 0
+    torch.foo.reset_accumulated_memory_stats()
+    stats = torch.foo.memory_stats()
+    assert stats["allocation.all.allocated"] == 0 and stats["allocation.all.freed"] == 0
+    assert stats["allocated_bytes.all.allocated"] == 0 and stats["num_ooms"] == 0
+    assert stats["allocated_bytes.all.current"] == torch.foo.memory_allocated()  # current values kept
+
+
+# ---- caching -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("nbytes", [1000, 300_000, 3 * MiB, 12 * MiB])
+def test_freed_block_is_reused(nbytes):
+    t = torch.empty(nbytes, dtype=torch.uint8, device="foo")
+    del t
+    reserved = torch.foo.memory_reserved()
+    device_allocs = torch.foo.memory_stats()["num_device_alloc"]
+    segments = torch.foo.memory_stats()["segment.all.allocated"]
+    t = torch.empty(nbytes, dtype=torch.uint8, device="foo")
+    assert torch.foo.memory_reserved() == reserved
+    assert torch.foo.memory_stats()["num_device_alloc"] == device_allocs
+    assert torch.foo.memory_stats()["segment.all.allocated"] == segments
+    del t
+
+
+def test_alloc_free_loop_stays_bounded():
+    sizes = [7, 1000, 100_000, MiB, 3 * MiB, 12 * MiB]
+    warm = [torch.empty(s, dtype=torch.uint8, device="foo") for s in sizes]
+    del warm
+    base_alloc = torch.foo.memory_allocated()
+    base_reserved = torch.foo.memory_reserved()
+    torch.foo.reset_peak_memory_stats()
+    live = []
+    for i in range(10_000):
+        live.append(torch.empty(sizes[i % len(sizes)], dtype=torch.uint8, device="foo"))
+        if len(live) > 3:
+            live.pop(0)
+    live.clear()
+    assert torch.foo.memory_allocated() == base_alloc
+    # At most 3 live tensors (< 17 MiB) at a time, all sizes already cached: reserved memory must stay bounded.
+    growth = torch.foo.max_memory_reserved() - base_reserved
+    assert growth <= 40 * MiB, growth
+    assert torch.foo.memory_reserved() - base_reserved <= 40 * MiB
+
+
+def test_empty_cache_releases_reserved_memory():
+    keep = torch.arange(1000.0, device="foo")
+    t = torch.empty(12 * MiB, dtype=torch.uint8, device="foo")
+    del t
+    reserved = torch.foo.memory_reserved()
+    free_before = torch.foo.mem_get_info()[0]
+    allocated = torch.foo.memory_allocated()
+    torch.foo.empty_cache()
+    assert torch.foo.memory_reserved() <= reserved - 12 * MiB
+    assert torch.foo.mem_get_info()[0] - free_before == reserved - torch.foo.memory_reserved()
+    assert torch.foo.memory_allocated() == allocated  # live tensors untouched
+    assert torch.equal(keep.cpu(), torch.arange(1000.0))
+
+
+def test_empty_cache_releases_every_device():
+    # As torch.cuda.empty_cache: unoccupied cached memory of all devices goes back.
+    for device in ("foo:0", "foo:1"):
+        t = torch.empty(12 * MiB, dtype=torch.uint8, device=device)
+        del t
+    reserved = [torch.foo.memory_reserved(d) for d in range(2)]
+    torch.foo.empty_cache()
+    for d in range(2):
+        assert torch.foo.memory_reserved(d) <= reserved[d] - 12 * MiB
+
+
+def test_mem_get_info_tracks_reserved_memory():
+    for device in range(torch.foo.device_count()):
+        free, total = torch.foo.mem_get_info(device)
+        assert total == torch.foo.get_device_properties(device).total_memory
+        assert 0 <= free <= total
+    torch.foo.empty_cache()
+    free0, _ = torch.foo.mem_get_info(1)
+    reserved0 = torch.foo.memory_reserved(1)
+    t = torch.empty(24 * MiB, dtype=torch.uint8, device="foo:1")
+    free1, _ = torch.foo.mem_get_info(1)
+    assert torch.foo.memory_reserved(1) - reserved0 >= 24 * MiB
+    # free device memory drops by what the caching allocator reserved, as cudaMemGetInfo reports it
+    assert free0 - free1 == torch.foo.memory_reserved(1) - reserved0
+    assert torch.foo.mem_get_info("foo:1") == torch.foo.mem_get_info(1)
+    with torch.foo.device(1):
+        assert torch.foo.mem_get_info() == torch.foo.mem_get_info(1)
+    del t
+
+
+def test_per_device_stats_are_independent():
+    base0 = torch.foo.memory_stats(0)
+    alloc1 = torch.foo.memory_allocated(1)
+    t = torch.empty(5 * MiB, dtype=torch.uint8, device="foo:1")
+    y = t.float()  # an op on foo:1 allocates on foo:1
+    assert torch.foo.memory_allocated(1) - alloc1 >= 25 * MiB
+    after0 = torch.foo.memory_stats(0)
+    for key in ("allocated_bytes.all.current", "reserved_bytes.all.current", "allocation.all.allocated"):
+        assert after0[key] == base0[key], key
+    with torch.foo.device(1):
+        assert torch.foo.memory_allocated() == torch.foo.memory_allocated(1)
+    del t, y
+    assert torch.foo.memory_allocated(1) == alloc1
+
+
+# ---- torch.accelerator -------------------------------------------------------------------------------
+
+def test_accelerator_memory_matches_torch_foo():
+    keep = torch.empty(2 * MiB, dtype=torch.uint8, device="foo:1")
+    for device in range(torch.foo.device_count()):
+        assert torch.accelerator.memory_allocated(device) == torch.foo.memory_allocated(device)
+        assert torch.accelerator.max_memory_allocated(device) == torch.foo.max_memory_allocated(device)
+        assert torch.accelerator.memory_reserved(device) == torch.foo.memory_reserved(device)
+        assert torch.accelerator.max_memory_reserved(device) == torch.foo.max_memory_reserved(device)
+        assert dict(torch.accelerator.memory_stats(device)) == dict(torch.foo.memory_stats(device))
+        assert tuple(torch.accelerator.get_memory_info(device)) == torch.foo.mem_get_info(device)
+    assert torch.accelerator.memory_allocated() == torch.foo.memory_allocated()
+    del keep
+
+
+def test_accelerator_reset_and_empty_cache():
+    t = torch.empty(12 * MiB, dtype=torch.uint8, device="foo")
+    del t
+    reserved = torch.foo.memory_reserved()
+    torch.accelerator.empty_cache()
+    assert torch.foo.memory_reserved() <= reserved - 12 * MiB
+    torch.accelerator.reset_peak_memory_stats()
+    assert torch.foo.max_memory_allocated() == torch.foo.memory_allocated()
