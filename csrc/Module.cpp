@@ -1,4 +1,5 @@
 // foo_backend._C: the Python bindings (the only translation unit that includes pybind11).
+#include <ATen/ops/ones.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "CachingAllocator.h"
@@ -44,4 +45,18 @@ PYBIND11_MODULE(_C, m) {
     cachingAllocator().setMemoryFraction(fraction, checkedIndex(device));
   });
   m.def("_empty_cache", [] { cachingAllocator().emptyCache(); });
+  // Works around a shutdown race in PyTorch's autograd engine (the pytorch#38230 family): a device
+  // thread that drops the last reference to a finished graph after Python began finalizing needs
+  // the GIL, is killed inside a destructor, and the process aborts. A device thread releases each
+  // graph before it takes the next task, so running one graph without Python objects through every
+  // foo device thread (at exit, while Python is alive) guarantees earlier graphs are gone.
+  m.def("_drain_autograd_device_threads", [] {
+    if (!fooIsInitialized()) return;
+    const pybind11::gil_scoped_release no_gil;
+    for (int d = 0; d < deviceCount(); ++d) {
+      at::Tensor leaf = at::ones({1}, at::TensorOptions().device(fooDevice(static_cast<c10::DeviceIndex>(d))));
+      leaf.requires_grad_(true);
+      leaf.sum().backward();
+    }
+  });
 }

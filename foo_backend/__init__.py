@@ -4,6 +4,7 @@ r"""foo_backend: a simulated PyTorch accelerator, the device ``"foo"``.
 device on the PrivateUse1 dispatch key and installs this module as ``torch.foo``, the counterpart of
 ``torch.cuda``. Like CUDA, foo is initialised lazily, on first use.
 """
+import atexit
 import sys
 import threading
 from typing import Any, Optional
@@ -150,6 +151,7 @@ def _register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    atexit.register(_C._drain_autograd_device_threads)
 
 
 _register()

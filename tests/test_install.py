@@ -290,3 +290,17 @@ def test_dereferencing_a_foo_pointer_faults(subprocesses, script):
     lines = proc.stdout.splitlines()
     assert "created" in lines and lines[-1] == "created", proc.stdout + proc.stderr  # died right at the access
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr)
+
+
+def test_process_exits_cleanly_right_after_backward_on_foo():
+    # The autograd engine runs foo backward passes on per-device threads; a script that ends right
+    # after backward() must still exit 0 (PyTorch's shutdown race would otherwise abort it: exit 134).
+    script = (
+        "import torch\n"
+        "x = torch.randn(4, 3, device='foo', requires_grad=True)\n"
+        "y = torch.randn(4, 3, device='foo:1', requires_grad=True)\n"
+        "(x * 2).sum().backward(); (y * 3).sum().backward()\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE) for _ in range(8)]
+    results = [(p.wait(timeout=120), p.stderr.read().decode()) for p in procs]
+    assert all(code == 0 for code, _ in results), results

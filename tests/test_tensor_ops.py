@@ -921,11 +921,6 @@ def test_ops_follow_input_device():
     assert torch.zeros_like(x).device == FOO1
 
 
-@pytest.mark.xfail(
-    reason="nn.LSTM/nn.GRU on foo: ATen's RNN path picks _thnn_fused_lstm_cell/_thnn_fused_gru_cell for "
-    "PrivateUse1 inputs, which have no CPU kernel -> NotImplementedError (CUDA runs them)",
-    strict=True,
-)
 @pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU], ids=["LSTM", "GRU"])
 def test_recurrent_layers_match_cpu(cls):
     cpu = cls(3, 5)
