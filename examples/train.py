@@ -64,7 +64,7 @@ def main() -> int:
 
     # One set of initial weights, made on CPU with a fixed seed; the foo run gets an exact copy.
     # (No dropout or other random ops on the device: foo's RNG does not match CPU's yet.)
-    torch.manual_seed(SEED)
+    torch.default_generator.manual_seed(SEED)  # the CPU generator that initialises the weights
     cpu_model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
     foo_model = copy.deepcopy(cpu_model).to(foo)
 
