@@ -1,11 +1,18 @@
 # The README's Quick start: `make demo` and `make test` work on a fresh machine (they install first).
 PYTHON ?= python
 
+# Reinstall only when the build inputs change: an editable install recompiles every translation unit.
+BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*.cpp csrc/*.h csrc/runtime/*.cpp csrc/runtime/*.h)
+STAMP := .install.stamp
+
 .PHONY: install demo test bench
 
-install:
+$(STAMP): $(BUILD_INPUTS)
 	$(PYTHON) -m pip install -q -r requirements-dev.txt
 	$(PYTHON) -m pip install -q --no-build-isolation -e .
+	$(PYTHON) -c "import foo_backend" && touch $(STAMP)
+
+install: $(STAMP)
 
 demo: install
 	$(PYTHON) examples/train.py

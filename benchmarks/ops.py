@@ -136,7 +136,7 @@ def setup_alloc():
 
 
 def setup_mlp():
-    torch.manual_seed(0)
+    torch.default_generator.manual_seed(0)  # CPU initialises both models (foo gets a copy)
     cpu_model = make_mlp()
     foo_model = copy.deepcopy(cpu_model).to(FOO)  # same initial weights on both devices
     (x, fx), y = _randn_pair(64, 784), torch.randint(0, 10, (64,))
