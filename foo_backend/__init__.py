@@ -7,7 +7,7 @@ device on the PrivateUse1 dispatch key and installs this module as ``torch.foo``
 import atexit
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
