@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include "Generator.h"
 #include "HostKernel.h"
 
 namespace foo {
@@ -19,11 +20,20 @@ at::Tensor mapTensor(HostKernelCall& call, at::Tensor t, bool mutated, bool any_
   return t;
 }
 
+bool isGeneratorArgument(const c10::Argument& argument) {
+  const c10::TypePtr& type = argument.type();
+  return type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
 void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::IValue* args) {
   const auto& arguments = schema.arguments();
+  c10::IValue* generator = nullptr;
   for (size_t i = 0; i < arguments.size(); ++i) {
     c10::IValue& arg = args[i];
-    if (arg.isTensor()) {
+    if (arg.isGenerator() || (arg.isNone() && isGeneratorArgument(arguments[i]))) {
+      generator = &arg;  // mapped below, once the device is known
+    } else if (arg.isTensor()) {
       arg = mapTensor(call, std::move(arg).toTensor(), isMutable(arguments[i]), false);
     } else if (arg.isTensorList()) {
       const bool mutated = isMutable(arguments[i]);
@@ -40,6 +50,11 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
       call.targetDevice(arg.toDevice());
       arg = c10::Device(c10::kCPU);
     }
+  }
+  if (generator != nullptr) {
+    // The CPU kernel draws from the foo generator's host generator: the numbers CPU would draw.
+    const c10::DeviceIndex device = call.device() >= 0 ? call.device() : currentDevice();
+    *generator = hostGeneratorFor(generator->isNone() ? std::nullopt : std::optional(generator->toGenerator()), device);
   }
 }
 
@@ -76,6 +91,16 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torc
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+}
+
+// These operators have generic composite kernels that PrivateUse1 would get ahead of the fallback;
+// CPU's dedicated kernels are more precise (reduced-precision dtypes) or the composite only accepts
+// CPU and CUDA tensors. Routing them to the fallback runs CPU's kernels, so results equal CPU's.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr_", "addr.out", "mode.values",
+                         "narrow_copy"}) {
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+  }
 }
 
 }  // namespace

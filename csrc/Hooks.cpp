@@ -5,6 +5,7 @@
 
 #include "CachingAllocator.h"
 #include "Common.h"
+#include "Generator.h"
 
 namespace foo {
 namespace {
@@ -27,6 +28,13 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
     return previous;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
+
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return defaultGenerator(device < 0 ? currentDevice() : device);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return makeGenerator(device < 0 ? currentDevice() : device);
+  }
 
   at::Device getDeviceFromPtr(void* data) const override {
     const int device = fooPointerGetDevice(data);

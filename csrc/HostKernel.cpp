@@ -180,9 +180,12 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
     impl->set_allocator(&cachingAllocator());
     return kernel_storage;
   }
-  // Host memory the kernel did not allocate through us (a CPU scalar argument it returned, say).
-  c10::DataPtr device_ptr = cachingAllocator().allocateOn(device_, impl->nbytes());
-  if (impl->nbytes() > 0) {
+  // Host memory the kernel did not allocate through us (a CPU scalar argument it returned, say). A
+  // storage without data (a ZeroTensor's) stays without data.
+  const bool has_data = impl->data_ptr().get() != nullptr;
+  c10::DataPtr device_ptr =
+      has_data ? cachingAllocator().allocateOn(device_, impl->nbytes()) : c10::DataPtr(nullptr, fooDevice(device_));
+  if (has_data && impl->nbytes() > 0) {
     void* dest = fooKernelAddress(device_ptr.get());
     const void* src = impl->data_ptr().get();
     const size_t n = impl->nbytes();
@@ -212,6 +215,8 @@ void HostKernelCall::syncArguments() {
         view->storage_offset() != foo_impl->storage_offset()) {
       foo_impl->set_sizes_and_strides(view->sizes(), view->strides(), view->storage_offset());
     }
+    if (view->is_conj() != foo_impl->is_conj()) foo_impl->_set_conj(view->is_conj());
+    if (view->is_neg() != foo_impl->is_neg()) foo_impl->_set_neg(view->is_neg());
   }
 }
 

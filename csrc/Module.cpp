@@ -1,9 +1,11 @@
 // foo_backend._C: the Python bindings (the only translation unit that includes pybind11).
 #include <ATen/ops/ones.h>
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "CachingAllocator.h"
 #include "Common.h"
+#include "Generator.h"
 
 namespace foo {
 namespace {
@@ -22,6 +24,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", [] { FOO_CHECK(fooInit()); });
   m.def("_is_initialized", [] { return fooIsInitialized() != 0; });
+  m.def("_is_in_bad_fork", [] { return fooIsInBadFork() != 0; });
   m.def("_device_count", [] { return deviceCount(); });
   m.def("_get_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) { FOO_CHECK(fooSetDevice(checkedIndex(device))); });
@@ -45,6 +48,9 @@ PYBIND11_MODULE(_C, m) {
     cachingAllocator().setMemoryFraction(fraction, checkedIndex(device));
   });
   m.def("_empty_cache", [] { cachingAllocator().emptyCache(); });
+  m.def("_default_generator", [](int device) {
+    return pybind11::reinterpret_steal<pybind11::object>(THPGenerator_initDefaultGenerator(defaultGenerator(checkedIndex(device))));
+  });
   // Works around a shutdown race in PyTorch's autograd engine (the pytorch#38230 family): a device
   // thread that drops the last reference to a finished graph after Python began finalizing needs
   // the GIL, is killed inside a destructor, and the process aborts. A device thread releases each

@@ -36,6 +36,7 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, st
                  std::optional<c10::Device> device, std::optional<bool> pin_memory,
                  std::optional<c10::MemoryFormat> memory_format) {
   checkStridedDense(layout, pin_memory);
+  at::detail::check_size_nonnegative(size);
   const c10::DeviceIndex index = resolveDevice(device);
   const caffe2::TypeMeta dtype_meta = c10::scalarTypeToTypeMeta(c10::dtype_or_default(dtype));
   const size_t nbytes = at::detail::computeStorageNbytesContiguous(size, dtype_meta.itemsize());

@@ -16,6 +16,18 @@ from . import _extension
 _C = _extension.load()
 
 from ._utils import DEVICE_TYPE, _get_device_index  # noqa: E402
+from .random import (  # noqa: E402
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 from .memory import (  # noqa: E402
     empty_cache,
     max_memory_allocated,
@@ -34,7 +46,8 @@ __all__ = [
     "get_device_name", "get_device_properties", "get_device_capability", "is_initialized", "init",
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
-    "set_per_process_memory_fraction",
+    "set_per_process_memory_fraction", "default_generators", "get_rng_state", "get_rng_state_all", "initial_seed",
+    "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all", "_is_in_bad_fork",
 ]
 
 _initialization_lock = threading.Lock()
@@ -48,6 +61,11 @@ def is_available() -> bool:
 def device_count() -> int:
     """The number of foo devices. Does not initialise foo."""
     return _C._device_count()
+
+
+def _is_in_bad_fork() -> bool:
+    """True in a child process forked after foo was initialised (foo cannot be used there)."""
+    return _C._is_in_bad_fork()
 
 
 def is_initialized() -> bool:

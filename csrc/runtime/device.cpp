@@ -2,6 +2,7 @@
 #include "foo_runtime.h"
 #include "internal.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,6 +34,7 @@ DeviceMemory g_memory[kMaxDevices];
 std::once_flag g_init_once;
 bool g_init_ok = false;
 bool g_initialized = false;
+bool g_in_bad_fork = false;
 thread_local int t_current_device = 0;
 
 }  // namespace
@@ -52,6 +54,7 @@ bool ensureInitialized() {
     g_init_ok = true;
     for (int d = 0; d < deviceCount(); ++d) g_init_ok = g_init_ok && mapDeviceMemory(d, bytes);
     g_initialized = true;
+    pthread_atfork(nullptr, nullptr, [] { g_in_bad_fork = true; });
   });
   return g_init_ok;
 }
@@ -82,6 +85,8 @@ fooError_t fooGetDeviceCount(int* count) {
 fooError_t fooInit(void) { return ensureInitialized() ? fooSuccess : fooErrorInitialization; }
 
 int fooIsInitialized(void) { return g_initialized ? 1 : 0; }
+
+int fooIsInBadFork(void) { return g_in_bad_fork ? 1 : 0; }
 
 fooError_t fooGetDevice(int* device) {
   *device = t_current_device;

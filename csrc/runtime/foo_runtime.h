@@ -30,6 +30,8 @@ fooError_t fooGetDeviceCount(int* count);
 // every call below that needs a device initialises lazily.
 fooError_t fooInit(void);
 int fooIsInitialized(void);
+// True in a child forked after the runtime was initialised: the device cannot be used there.
+int fooIsInBadFork(void);
 // The calling thread's current device, as cudaGetDevice/cudaSetDevice.
 fooError_t fooGetDevice(int* device);
 fooError_t fooSetDevice(int device);

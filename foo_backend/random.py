@@ -1,0 +1,81 @@
+"""Random number generation on foo devices, as ``torch.cuda.random``.
+
+Each foo device has a default generator (``default_generators``); ``torch.Generator(device="foo:1")``
+makes more. foo's random operators run CPU's kernels with a CPU generator state, so for the same seed
+foo produces exactly CPU's numbers, and the RNG state is a ``torch.uint8`` tensor in CPU's format.
+Seeding needs no device initialisation.
+"""
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from . import _C
+from ._utils import _get_device_index
+
+__all__ = [
+    "default_generators", "get_rng_state", "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all",
+    "seed", "seed_all", "set_rng_state", "set_rng_state_all",
+]
+
+default_generators: tuple[torch.Generator, ...] = tuple(_C._default_generator(i) for i in range(_C._device_count()))
+
+
+def _generator(device: Any) -> torch.Generator:
+    index = _get_device_index(device, optional=True)
+    if not 0 <= index < len(default_generators):
+        raise RuntimeError(
+            f"Invalid device foo:{index}: foo has {len(default_generators)} devices "
+            f"(valid device indices are 0 to {len(default_generators) - 1})"
+        )
+    return default_generators[index]
+
+
+def get_rng_state(device: Any = "foo") -> torch.Tensor:
+    """The RNG state of a foo device (the current one by default), as a ByteTensor."""
+    return _generator(device).get_state()
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    """The RNG states of all foo devices."""
+    return [generator.get_state() for generator in default_generators]
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "foo") -> None:
+    """Set the RNG state of a foo device (the current one by default)."""
+    _generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format))
+
+
+def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
+    """Set the RNG state of every foo device."""
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the current foo device's generator."""
+    _generator(None).manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed every foo device's generator."""
+    for generator in default_generators:
+        generator.manual_seed(int(seed))
+
+
+def seed() -> None:
+    """Seed the current foo device's generator with a random number."""
+    _generator(None).seed()
+
+
+def seed_all() -> None:
+    """Seed every foo device's generator with one random number."""
+    if default_generators:
+        random_seed = default_generators[0].seed()
+        for generator in default_generators[1:]:
+            generator.manual_seed(random_seed)
+
+
+def initial_seed() -> int:
+    """The seed of the current foo device's generator."""
+    return _generator(None).initial_seed()
