@@ -4,6 +4,7 @@
 #include <c10/util/flat_hash_map.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -254,11 +255,16 @@ class DeviceCache {
 
   size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
 
+  // Every allocation counts in the aggregate and in its pool's statistics.
   static void updateStat(StatArray& stats, bool small, int64_t delta) {
-    for (size_t type : {static_cast<size_t>(StatType::AGGREGATE),
-                        static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)}) {
-      if (delta >= 0) stats[type].increase(static_cast<size_t>(delta));
-      else stats[type].decrease(static_cast<size_t>(-delta));
+    c10::CachingAllocator::Stat& all = stats[static_cast<size_t>(StatType::AGGREGATE)];
+    c10::CachingAllocator::Stat& pool = stats[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)];
+    if (delta >= 0) {
+      all.increase(static_cast<size_t>(delta));
+      pool.increase(static_cast<size_t>(delta));
+    } else {
+      all.decrease(static_cast<size_t>(-delta));
+      pool.decrease(static_cast<size_t>(-delta));
     }
   }
 
@@ -292,6 +298,19 @@ DeviceCache& deviceCache(c10::DeviceIndex device) {
 
 void freeDeviceAddress(void* ptr) { deviceCache(static_cast<c10::DeviceIndex>(fooPointerGetDevice(ptr))).free(ptr); }
 
+// The deleter of device DataPtrs, one per device: freeing needs no address-to-device lookup.
+template <c10::DeviceIndex Device>
+void freeOnDevice(void* ptr) {
+  deviceCache(Device).free(ptr);
+}
+
+template <size_t... Devices>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(Devices)> makeDeviceDeleters(std::index_sequence<Devices...>) {
+  return {&freeOnDevice<static_cast<c10::DeviceIndex>(Devices)>...};
+}
+
+constexpr auto kDeviceDeleters = makeDeviceDeleters(std::make_index_sequence<16>());
+
 void freeKernelView(void* ptr) { freeDeviceAddress(fooDeviceAddress(ptr)); }
 
 class KernelViewAllocator final : public c10::Allocator {
@@ -315,7 +334,7 @@ c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes
   const c10::Device where = fooDevice(device);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   void* ptr = deviceCache(device).malloc(nbytes)->ptr;
-  return c10::DataPtr(ptr, ptr, &freeDeviceAddress, where);
+  return c10::DataPtr(ptr, ptr, kDeviceDeleters[static_cast<size_t>(device)], where);
 }
 
 c10::DataPtr CachingAllocator::allocate(size_t nbytes) { return allocateOn(currentDevice(), nbytes); }
@@ -389,7 +408,7 @@ c10::DataPtr kernelViewToDevice(c10::DataPtr&& kernel_view, c10::DeviceIndex dev
   if (kernel == nullptr) return c10::DataPtr(nullptr, fooDevice(device));
   kernel_view.release_context();  // ownership moves to the device DataPtr below
   void* ptr = fooDeviceAddress(kernel);
-  return c10::DataPtr(ptr, ptr, &freeDeviceAddress, fooDevice(device));
+  return c10::DataPtr(ptr, ptr, kDeviceDeleters[static_cast<size_t>(device)], fooDevice(device));
 }
 
 void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {

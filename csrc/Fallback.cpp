@@ -98,7 +98,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // CPU and CUDA tensors. Routing them to the fallback runs CPU's kernels, so results equal CPU's.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr_", "addr.out", "mode.values",
-                         "narrow_copy"}) {
+                         "narrow_copy", "_stack", "_stack.out", "all.dims_out", "any.dims_out", "linalg__powsum"}) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
   }
 }

@@ -1043,3 +1043,22 @@ def test_storage_level_access():
     c = copy.deepcopy(x)
     assert c.device == FOO0 and c.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
     assert torch.equal(c.cpu(), x.cpu())
+
+
+def test_ops_with_generic_composites_run_cpu_kernels():
+    # PrivateUse1 would get these operators' generic composite kernels; foo routes them to CPU's
+    # kernels, so results are CPU's bit for bit (no OpInfo exercises them).
+    parts = [torch.randn(3, 4) for _ in range(3)]
+    assert torch.equal(torch._stack([p.to("foo") for p in parts], 1).cpu(), torch._stack(parts, 1))
+    out_cpu, out_foo = torch.empty(0, 4), torch.empty(0, 4, device="foo")
+    torch._stack(parts, 0, out=out_cpu)
+    torch._stack([p.to("foo") for p in parts], 0, out=out_foo)
+    assert torch.equal(out_foo.cpu(), out_cpu)
+    mask = torch.randn(3, 4, 5) > 0
+    for reduce in (torch.all, torch.any):
+        expected = reduce(mask, (0, 2), out=torch.empty(0, dtype=torch.bool))
+        actual = reduce(mask.to("foo"), (0, 2), out=torch.empty(0, dtype=torch.bool, device="foo"))
+        assert torch.equal(actual.cpu(), expected)
+    half = torch.randn(4, 5, dtype=torch.half)
+    assert torch.equal(torch.ops.aten.linalg__powsum(half.to("foo"), 2.0, [1]).cpu(),
+                       torch.ops.aten.linalg__powsum(half, 2.0, [1]))
