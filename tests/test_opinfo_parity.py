@@ -342,6 +342,17 @@ def _foo_error(e, where):
     return Mismatch(f"{where}: CPU succeeded, foo raised {type(e).__name__}: {_short(e, 600)}")
 
 
+def both_ran(cpu_err, foo_result, foo_err, where):
+    """Whether CPU and foo both ran the sample. Where CPU raised, foo must raise alike (False); where
+    only foo raised, that is a Mismatch."""
+    if cpu_err is not None:
+        check_error_parity(cpu_err, foo_result, foo_err, where)
+        return False
+    if foo_err is not None:
+        raise _foo_error(foo_err, where)
+    return True
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The checks. Each returns the number of samples that ran on CPU (0: the pair is not runnable) and raises
 # Mismatch on the first difference. RANDOM_FOUND collects the ops compared on metadata only.
@@ -400,12 +411,9 @@ def check_forward(key, dtype, fn=None, n=None):
         where = f"{key} {_dtype_name(dtype)} sample {i}"
         (c_rep, c_out), c_err = _run(fn, s, "cpu", SEED)
         (f_rep, f_out), f_err = _run(fn, s, FOO, SEED)
-        if c_err is not None:
-            check_error_parity(c_err, f_out, f_err, where)
+        if not both_ran(c_err, f_out, f_err, where):
             continue
         ran += 1
-        if f_err is not None:
-            raise _foo_error(f_err, where)
         random = _is_random(op, key)
         if not random:
             (_, c_out2), c_err2 = _run(fn, s, "cpu", SEED + 1)
@@ -456,12 +464,9 @@ def check_grad(key):
         if c_err is None and c_grads is None:
             continue  # nothing differentiable in this sample
         f_res, f_err = attempt(lambda: _grad_run(op, s, FOO, SEED, cots))
-        if c_err is not None:
-            check_error_parity(c_err, f_res, f_err, where)
+        if not both_ran(c_err, f_res, f_err, where):
             continue
         ran += 1
-        if f_err is not None:
-            raise _foo_error(f_err, where)
         f_grads = f_res[0]
         random = _is_random(op, key)
         if not random:
@@ -518,12 +523,9 @@ def check_out(key):
                     return res, out, same, r.cpu_means
                 results[device] = attempt(go)
             (c, c_err), (f, f_err) = results["cpu"], results[FOO]
-            if c_err is not None:
-                check_error_parity(c_err, f, f_err, where)
+            if not both_ran(c_err, f, f_err, where):
                 continue
             ran += 1
-            if f_err is not None:
-                raise _foo_error(f_err, where)
             if not random:  # out= results that differ from the functional call on CPU: random
                 random = not same_on_cpu(tree_flatten(c[1])[0], tree_flatten(expected)[0])
             compare(c[1], f[1], where + " out", values=not random, cpu_means=f[3])
@@ -548,12 +550,9 @@ def check_inplace(key):
         where = f"{key} float32 in-place sample {i}"
         (c_rep, c_out), c_err = _run(fn, s, "cpu", SEED)
         (f_rep, f_out), f_err = _run(fn, s, FOO, SEED)
-        if c_err is not None:
-            check_error_parity(c_err, f_out, f_err, where)
+        if not both_ran(c_err, f_out, f_err, where):
             continue
         ran += 1
-        if f_err is not None:
-            raise _foo_error(f_err, where)
         random = _is_random(op, key)
         if not random:
             (c_rep2, _), c_err2 = _run(fn, s, "cpu", SEED + 1)
