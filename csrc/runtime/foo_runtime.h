@@ -63,8 +63,6 @@ typedef int64_t fooStream_t;
 typedef void (*fooKernelFn)(void* arg);
 
 fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority);
-fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority);
-fooError_t fooDeviceGetStreamPriorityRange(int* least, int* greatest);
 // Runs `fn(arg)` in stream order. The executor runs launches inline on the calling thread, so an
 // exception thrown by `fn` reaches the launcher.
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg);

@@ -52,19 +52,6 @@ fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority) {
   return fooSuccess;
 }
 
-fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority) {
-  if (!validStream(device, stream)) return fooErrorInvalidValue;
-  std::lock_guard<std::mutex> lock(g_streams[device].mutex);
-  *priority = g_streams[device].priorities[static_cast<size_t>(stream)];
-  return fooSuccess;
-}
-
-fooError_t fooDeviceGetStreamPriorityRange(int* least, int* greatest) {
-  *least = kLeastPriority;
-  *greatest = kGreatestPriority;
-  return fooSuccess;
-}
-
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (stream != 0 && !validStream(device, stream)) return fooErrorInvalidValue;
