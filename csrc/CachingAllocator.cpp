@@ -288,11 +288,7 @@ class DeviceCache {
 };
 
 DeviceCache& deviceCache(c10::DeviceIndex device) {
-  static std::vector<std::unique_ptr<DeviceCache>> caches = [] {
-    std::vector<std::unique_ptr<DeviceCache>> v;
-    for (int d = 0; d < deviceCount(); ++d) v.push_back(std::make_unique<DeviceCache>(static_cast<c10::DeviceIndex>(d)));
-    return v;
-  }();
+  static const auto caches = perDevice([](c10::DeviceIndex d) { return std::make_unique<DeviceCache>(d); });
   return *caches[static_cast<size_t>(device)];
 }
 
@@ -393,11 +389,7 @@ CachingAllocator& cachingAllocator() {
 }
 
 c10::Allocator* kernelViewAllocator(c10::DeviceIndex device) {
-  static std::vector<std::unique_ptr<KernelViewAllocator>> allocators = [] {
-    std::vector<std::unique_ptr<KernelViewAllocator>> v;
-    for (int d = 0; d < deviceCount(); ++d) v.push_back(std::make_unique<KernelViewAllocator>(static_cast<c10::DeviceIndex>(d)));
-    return v;
-  }();
+  static const auto allocators = perDevice([](c10::DeviceIndex d) { return std::make_unique<KernelViewAllocator>(d); });
   return allocators[static_cast<size_t>(device)].get();
 }
 
@@ -416,11 +408,7 @@ void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {
   const c10::DeviceIndex device = storage->device().index();
   c10::DataPtr fresh = cachingAllocator().allocateOn(device, nbytes);
   const size_t keep = std::min(nbytes, storage->nbytes());
-  if (keep > 0) {
-    void* dest = fooKernelAddress(fresh.get());
-    const void* src = fooKernelAddress(storage->data_ptr().get());
-    launchKernel(device, [&] { std::memcpy(dest, src, keep); });
-  }
+  if (keep > 0) cachingAllocator().copy_data(fresh.get(), storage->data_ptr().get(), keep);
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(nbytes);
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <vector>
 #include <c10/util/Exception.h>
 
 #include "runtime/foo_runtime.h"
@@ -35,5 +36,13 @@ inline c10::DeviceIndex currentDevice() {
 }
 
 inline c10::Device fooDevice(c10::DeviceIndex index) { return c10::Device(c10::DeviceType::PrivateUse1, index); }
+
+// One object per foo device: make(index) for every index.
+template <class Make>
+auto perDevice(Make make) {
+  std::vector<decltype(make(c10::DeviceIndex{0}))> objects;
+  for (int d = 0; d < deviceCount(); ++d) objects.push_back(make(static_cast<c10::DeviceIndex>(d)));
+  return objects;
+}
 
 }  // namespace foo

@@ -3,7 +3,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <mutex>
-#include <vector>
 
 #include "Common.h"
 
@@ -55,11 +54,7 @@ at::Generator makeGenerator(c10::DeviceIndex device) {
 }
 
 const at::Generator& defaultGenerator(c10::DeviceIndex device) {
-  static const std::vector<at::Generator> generators = [] {
-    std::vector<at::Generator> v;
-    for (int d = 0; d < deviceCount(); ++d) v.push_back(makeGenerator(static_cast<c10::DeviceIndex>(d)));
-    return v;
-  }();
+  static const std::vector<at::Generator> generators = perDevice(makeGenerator);
   checkDeviceIndex(device);
   return generators[static_cast<size_t>(device)];
 }

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from . import _C
 from ._utils import _get_device_index
 
 __all__ = [
@@ -17,20 +18,14 @@ __all__ = [
 ]
 
 
-def _C():
-    from . import _C as extension
-
-    return extension
-
-
 def _initialized() -> bool:
-    return _C()._is_initialized()
+    return _C._is_initialized()
 
 
 def empty_cache() -> None:
     """Release all unoccupied cached memory back to the device."""
     if _initialized():
-        _C()._empty_cache()
+        _C._empty_cache()
 
 
 def memory_stats(device: Any = None) -> dict[str, Any]:
@@ -96,7 +91,7 @@ def reset_accumulated_memory_stats(device: Any = None) -> None:
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of a foo device's memory, as ``cudaMemGetInfo`` reports them."""
-    return _C()._mem_get_info(_get_device_index(device, optional=True))
+    return _C._mem_get_info(_get_device_index(device, optional=True))
 
 
 def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
@@ -106,4 +101,4 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if not 0 <= fraction <= 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    _C()._set_memory_fraction(fraction, _get_device_index(device, optional=True))
+    _C._set_memory_fraction(fraction, _get_device_index(device, optional=True))
