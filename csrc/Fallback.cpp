@@ -73,6 +73,12 @@ void mapReturns(HostKernelCall& call, c10::IValue* returns, size_t count) {
 
 void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
+  // Operators of other libraries reach foo only through kernels registered for foo, as on a GPU: running
+  // their CPU kernel here would hide a missing device kernel from the code foo is meant to test.
+  TORCH_CHECK_NOT_IMPLEMENTED(schema.name().rfind("aten::", 0) == 0, "Could not run '", schema.name(),
+                              "' with arguments from the 'foo' backend: the operator has no foo kernel. Register one "
+                              "with torch.library.register_kernel(op, \"foo\", fn) or TORCH_LIBRARY_IMPL(ns, "
+                              "PrivateUse1, m).");
   HostKernelCall call(schema.name().c_str());
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
   call.run([&] {

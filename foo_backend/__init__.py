@@ -15,6 +15,8 @@ from . import _extension
 
 _C = _extension.load()
 
+from . import amp, ops  # noqa: E402
+
 from ._utils import DEVICE_TYPE, _get_device_index  # noqa: E402
 from .random import (  # noqa: E402
     default_generators,
@@ -48,6 +50,7 @@ __all__ = [
     "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
     "set_per_process_memory_fraction", "default_generators", "get_rng_state", "get_rng_state_all", "initial_seed",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all", "_is_in_bad_fork",
+    "amp", "get_amp_supported_dtype", "is_bf16_supported",
 ]
 
 _initialization_lock = threading.Lock()
@@ -155,6 +158,16 @@ def get_device_name(device: Any = None) -> str:
 def get_device_capability(device: Any = None) -> tuple[int, int]:
     prop = get_device_properties(device)
     return prop.major, prop.minor
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes ``torch.autocast("foo", dtype=...)`` accepts; others warn and disable autocast, as on CUDA."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """foo computes bfloat16 natively (with CPU's kernels), so always True."""
+    return True
 
 
 def _register() -> None:

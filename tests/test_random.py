@@ -1,6 +1,10 @@
 """foo's generators: CPU's numbers for CPU's seeds, per-device state, the torch.cuda-style seeding API."""
+import subprocess
+import sys
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 RANDOM_OPS = {
     "rand": lambda dev, g=None: torch.rand(64, device=dev, generator=g),
@@ -87,3 +91,73 @@ def test_fork_rng_restores_foo_state():
 def test_cpu_generator_on_foo_op_is_rejected():
     with pytest.raises(RuntimeError, match="foo"):
         torch.randn(3, device="foo", generator=torch.Generator())
+
+
+DROPOUTS = {
+    "dropout_p0.1": lambda x: F.dropout(x, 0.1),
+    "dropout_p0.5": lambda x: F.dropout(x, 0.5),
+    "dropout_p0.7": lambda x: F.dropout(x, 0.7),
+    "dropout_inplace": lambda x: F.dropout(x.clone(), 0.3, inplace=True),
+    "dropout2d": lambda x: F.dropout2d(x.view(4, 8, 4, 4), 0.4),
+    "alpha_dropout": lambda x: F.alpha_dropout(x, 0.2, training=True),
+    "feature_alpha_dropout": lambda x: F.feature_alpha_dropout(x.view(4, 8, 16), 0.2, training=True),
+    "rrelu": lambda x: F.rrelu(x, training=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DROPOUTS))
+def test_dropout_equals_cpu_bitwise_with_gradient(name):
+    data = torch.randn(512, generator=torch.Generator().manual_seed(0))
+    results = {}
+    for device in ("cpu", "foo"):
+        x = data.detach().to(device).requires_grad_()
+        torch.manual_seed(11)
+        y = DROPOUTS[name](x)
+        y.backward(torch.arange(y.numel(), dtype=y.dtype, device=device).view_as(y))
+        results[device] = (y.detach().cpu(), x.grad.cpu())
+    assert torch.equal(results["foo"][0], results["cpu"][0])
+    assert torch.equal(results["foo"][1], results["cpu"][1])
+
+
+def _train_mlp_with_dropout(device, steps=20):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+        torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Dropout(0.1), torch.nn.Linear(64, 10),
+    ).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    data = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=data).to(device)
+        y = torch.randint(0, 10, (16,), generator=data).to(device)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+def test_mlp_with_dropout_trains_bitwise_equal_to_cpu():
+    cpu_losses, cpu_params = _train_mlp_with_dropout("cpu")
+    foo_losses, foo_params = _train_mlp_with_dropout("foo")
+    assert foo_losses == cpu_losses
+    assert all(torch.equal(f, c) for f, c in zip(foo_params, cpu_params))
+    assert len(set(cpu_losses)) > 1
+
+
+def test_seeding_before_initialisation_is_applied_lazily():
+    script = """
+import torch
+torch.foo.manual_seed(7)
+torch.foo.manual_seed_all(8)
+print(torch.foo.is_initialized())
+torch.manual_seed(8)
+expected = torch.randn(6)
+print(torch.equal(torch.randn(6, device="foo:0").cpu(), expected),
+      torch.equal(torch.randn(6, device="foo:1").cpu(), expected))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True"]
