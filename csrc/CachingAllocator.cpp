@@ -203,17 +203,22 @@ class DeviceCache {
     pool.insert(std::move(node));
   }
 
+  fooError_t tryMalloc(size_t bytes, void** ptr) {
+    return reserved() + bytes <= limit_ ? fooMalloc(device_, ptr, bytes) : fooErrorMemoryAllocation;
+  }
+
   Block* newSegment(size_t size, bool small, size_t requested) {
     const size_t bytes = segmentSize(size);
     void* ptr = nullptr;
-    bool ok = reserved() + bytes <= limit_ && fooMalloc(device_, &ptr, bytes) == fooSuccess;
-    if (!ok) {
+    fooError_t error = tryMalloc(bytes, &ptr);
+    if (error == fooErrorMemoryAllocation) {
       // Give cached segments back to the device and retry once, as CUDA's allocator does.
       stats_.num_alloc_retries += 1;
       releaseCachedSegments();
-      ok = reserved() + bytes <= limit_ && fooMalloc(device_, &ptr, bytes) == fooSuccess;
+      error = tryMalloc(bytes, &ptr);
     }
-    if (!ok) raiseOutOfMemory(requested);
+    if (error == fooErrorMemoryAllocation) raiseOutOfMemory(requested);
+    FOO_CHECK(error);
     stats_.num_device_alloc += 1;
     updateStat(stats_.segment, small, 1);
     updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));

@@ -12,6 +12,9 @@ c10::Stream makeStream(c10::DeviceIndex device, fooStream_t id) {
   return c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(id));
 }
 
+// A device without an index ("foo") means the current device, as in CUDA's stream functions.
+c10::DeviceIndex indexOf(c10::Device d) { return d.has_index() ? d.index() : currentDevice(); }
+
 struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
@@ -33,15 +36,19 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void uncheckedSetDevice(c10::Device d) const noexcept override { fooSetDevice(d.index()); }
 
-  c10::Stream getStream(c10::Device d) const override { return makeStream(d.index(), currentStream(d.index())); }
+  c10::Stream getStream(c10::Device d) const override {
+    const c10::DeviceIndex index = indexOf(d);
+    return makeStream(index, currentStream(index));
+  }
 
-  c10::Stream getDefaultStream(c10::Device d) const override { return makeStream(d.index(), 0); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return makeStream(indexOf(d), 0); }
 
   c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
-    checkDeviceIndex(d.index());
+    const c10::DeviceIndex index = indexOf(d);
+    checkDeviceIndex(index);
     fooStream_t stream = 0;
-    FOO_CHECK(fooStreamCreate(d.index(), &stream, priority));
-    return makeStream(d.index(), stream);
+    FOO_CHECK(fooStreamCreate(index, &stream, priority));
+    return makeStream(index, stream);
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {

@@ -1,11 +1,12 @@
 // The PrivateUse1 hooks: PyTorch's entry points for device-generic services (autograd's device
-// queries, torch.accelerator, storage resizing, pointer ownership).
+// queries, torch.accelerator, storage resizing, pointer ownership, pinned host memory).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/StorageImpl.h>
 
 #include "CachingAllocator.h"
 #include "Common.h"
 #include "Generator.h"
+#include "HostAllocator.h"
 
 namespace foo {
 namespace {
@@ -41,6 +42,9 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(device >= 0, "The pointer ", data, " is not a foo device address");
     return fooDevice(static_cast<c10::DeviceIndex>(device));
   }
+
+  bool isPinnedPtr(const void* data) const override { return isPinned(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinnedAllocator(); }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resizeStorageBytes(storage.unsafeGetStorageImpl(), newsize);

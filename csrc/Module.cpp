@@ -1,4 +1,5 @@
 // foo_backend._C: the Python bindings (the only translation unit that includes pybind11).
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/ones.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
@@ -13,6 +14,40 @@ namespace {
 c10::DeviceIndex checkedIndex(int device) {
   checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
   return static_cast<c10::DeviceIndex>(device);
+}
+
+pybind11::dict statDict(const c10::CachingAllocator::Stat& stat) {
+  pybind11::dict d;
+  d["current"] = stat.current;
+  d["peak"] = stat.peak;
+  d["allocated"] = stat.allocated;
+  d["freed"] = stat.freed;
+  return d;
+}
+
+pybind11::dict durationDict(const c10::CachingAllocator::DurationStat& stat) {
+  pybind11::dict d;
+  d["total"] = stat.total;
+  d["max"] = stat.max;
+  d["min"] = stat.min;
+  d["count"] = stat.count;
+  d["avg"] = stat.count == 0 ? 0 : stat.total / stat.count;
+  return d;
+}
+
+// The pinned host allocator's statistics, nested as torch.cuda.host_memory_stats_as_nested_dict().
+pybind11::dict hostMemoryStats() {
+  const at::HostStats stats = at::getHostAllocator(at::kPrivateUse1)->get_stats();
+  pybind11::dict d;
+  d["allocations"] = statDict(stats.allocations);
+  d["allocated_bytes"] = statDict(stats.allocated_bytes);
+  d["active_requests"] = statDict(stats.active_requests);
+  d["active_bytes"] = statDict(stats.active_bytes);
+  d["num_host_alloc"] = stats.num_host_alloc;
+  d["num_host_free"] = stats.num_host_free;
+  d["host_alloc_time"] = durationDict(stats.host_alloc_time);
+  d["host_free_time"] = durationDict(stats.host_free_time);
+  return d;
 }
 
 }  // namespace
@@ -48,6 +83,10 @@ PYBIND11_MODULE(_C, m) {
     cachingAllocator().setMemoryFraction(fraction, checkedIndex(device));
   });
   m.def("_empty_cache", [] { cachingAllocator().emptyCache(); });
+  m.def("_host_memory_stats", &hostMemoryStats);
+  m.def("_reset_peak_host_memory_stats", [] { at::getHostAllocator(at::kPrivateUse1)->reset_peak_stats(); });
+  m.def("_reset_accumulated_host_memory_stats",
+        [] { at::getHostAllocator(at::kPrivateUse1)->reset_accumulated_stats(); });
   m.def("_default_generator", [](int device) {
     return pybind11::reinterpret_steal<pybind11::object>(THPGenerator_initDefaultGenerator(defaultGenerator(checkedIndex(device))));
   });

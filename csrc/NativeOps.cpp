@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include "CachingAllocator.h"
+#include "HostAllocator.h"
 #include "HostKernel.h"
 
 namespace foo {
@@ -62,15 +63,24 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 
 // Host<->foo and foo<->foo (any devices): the CPU copy kernel runs on kernel views, so strides and
 // dtype conversions behave exactly as on CPU.
-at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor dst_view = isFoo(dst) ? kernelView(dst) : dst;
   c10::Storage shared;
   if (isFoo(src) && isFoo(dst) && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
   const at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : src;
   at::Tensor dst_kernel = dst_view;
-  launchKernel(isFoo(src) ? src.device().index() : dst.device().index(), [&] {
+  const c10::DeviceIndex device = isFoo(src) ? src.device().index() : dst.device().index();
+  launchKernel(device, [&] {
     at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_kernel, src_view, false);
   });
+  if (non_blocking) {
+    // As on CUDA: a pinned buffer an asynchronous copy reads or writes is not reused until the copy is done.
+    const at::Tensor& host = isFoo(src) ? dst : src;
+    if (!isFoo(host) && isPinned(host.storage().data())) {
+      recordPinnedUse(host.storage().data_ptr(),
+                      c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(currentStream(device))));
+    }
+  }
   return dst;
 }
 

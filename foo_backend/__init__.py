@@ -15,7 +15,7 @@ from . import _extension
 
 _C = _extension.load()
 
-from . import amp, ops  # noqa: E402
+from . import _multiprocessing, amp, ops  # noqa: E402
 
 from ._utils import DEVICE_TYPE, _get_device_index  # noqa: E402
 from .random import (  # noqa: E402
@@ -32,13 +32,17 @@ from .random import (  # noqa: E402
 )
 from .memory import (  # noqa: E402
     empty_cache,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
     memory_reserved,
     memory_stats,
+    reset_accumulated_host_memory_stats,
     reset_accumulated_memory_stats,
+    reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
@@ -48,9 +52,11 @@ __all__ = [
     "get_device_name", "get_device_properties", "get_device_capability", "is_initialized", "init",
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
-    "set_per_process_memory_fraction", "default_generators", "get_rng_state", "get_rng_state_all", "initial_seed",
-    "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all", "_is_in_bad_fork",
-    "amp", "get_amp_supported_dtype", "is_bf16_supported",
+    "set_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
+    "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "default_generators",
+    "get_rng_state", "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all", "seed", "seed_all",
+    "set_rng_state", "set_rng_state_all", "_is_in_bad_fork", "amp", "get_amp_supported_dtype",
+    "is_bf16_supported",
 ]
 
 _initialization_lock = threading.Lock()
@@ -72,13 +78,18 @@ def _is_in_bad_fork() -> bool:
 
 
 def is_initialized() -> bool:
-    """Whether foo has been initialised (its device memory mapped)."""
+    """Whether foo has been initialised in this process (False in a child forked after initialisation)."""
     return _C._is_initialized()
 
 
 def _lazy_init() -> None:
     if is_initialized():
         return
+    if _is_in_bad_fork():
+        raise RuntimeError(
+            "Cannot re-initialize foo in forked subprocess. To use foo with multiprocessing, you must use the "
+            "'spawn' start method"
+        )
     with _initialization_lock:
         if not is_initialized():
             _C._init()
@@ -182,6 +193,7 @@ def _register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    _multiprocessing.register_reductions()
     atexit.register(_C._drain_autograd_device_threads)
 
 

@@ -14,7 +14,8 @@ from ._utils import _get_device_index
 __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
-    "set_per_process_memory_fraction",
+    "set_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
+    "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
 ]
 
 
@@ -28,6 +29,21 @@ def empty_cache() -> None:
         _C._empty_cache()
 
 
+def _flatten(nested: dict[str, Any]) -> "collections.OrderedDict[str, Any]":
+    flat: list[tuple[str, Any]] = []
+
+    def visit(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                visit(f"{prefix}.{key}" if prefix else key, inner)
+        else:
+            flat.append((prefix, value))
+
+    visit("", nested)
+    flat.sort()
+    return collections.OrderedDict(flat)
+
+
 def memory_stats(device: Any = None) -> dict[str, Any]:
     """A dictionary of caching-allocator statistics, keyed as ``torch.cuda.memory_stats``.
 
@@ -37,18 +53,7 @@ def memory_stats(device: Any = None) -> dict[str, Any]:
     index = _get_device_index(device, optional=True)
     if not _initialized():
         return collections.OrderedDict()
-    flat: list[tuple[str, Any]] = []
-
-    def flatten(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                flatten(f"{prefix}.{key}" if prefix else key, inner)
-        else:
-            flat.append((prefix, value))
-
-    flatten("", torch._C._accelerator_getDeviceStats(index))
-    flat.sort()
-    return collections.OrderedDict(flat)
+    return _flatten(torch._C._accelerator_getDeviceStats(index))
 
 
 def _stat(device: Any, key: str) -> int:
@@ -102,3 +107,28 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
     if not 0 <= fraction <= 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     _C._set_memory_fraction(fraction, _get_device_index(device, optional=True))
+
+
+def host_memory_stats() -> dict[str, Any]:
+    """Statistics of foo's pinned host allocator, keyed as ``torch.cuda.host_memory_stats``.
+
+    For example ``"allocated_bytes.current"`` (pinned blocks held, in use or cached),
+    ``"active_bytes.current"`` (blocks handed out), ``"num_host_alloc"``, ``"num_host_free"``.
+    ``torch.accelerator.empty_host_cache()`` releases the cached blocks.
+    """
+    return _flatten(host_memory_stats_as_nested_dict())
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    """:func:`host_memory_stats` as a nested dictionary."""
+    return _C._host_memory_stats()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Reset the accumulated ("allocated"/"freed") statistics of the pinned host allocator."""
+    _C._reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Reset the "peak" statistics of the pinned host allocator to their current values."""
+    _C._reset_peak_host_memory_stats()

@@ -48,7 +48,8 @@ bool validDevice(int device) { return device >= 0 && device < deviceCount(); }
 
 DeviceMemory& deviceMemory(int device) { return g_memory[device]; }
 
-bool ensureInitialized() {
+fooError_t ensureInitialized() {
+  if (g_in_bad_fork) return fooErrorForkedProcess;
   std::call_once(g_init_once, [] {
     const size_t bytes = readDeviceMemoryBytes();
     g_init_ok = true;
@@ -56,7 +57,7 @@ bool ensureInitialized() {
     g_initialized = true;
     pthread_atfork(nullptr, nullptr, [] { g_in_bad_fork = true; });
   });
-  return g_init_ok;
+  return g_init_ok ? fooSuccess : fooErrorInitialization;
 }
 
 }  // namespace foo_runtime
@@ -73,6 +74,9 @@ const char* fooGetErrorString(fooError_t error) {
     case fooErrorInvalidValue: return "invalid argument";
     case fooErrorNotReady: return "device not ready";
     case fooErrorInitialization: return "initialization error";
+    case fooErrorForkedProcess:
+      return "Cannot re-initialize foo in forked subprocess. To use foo with multiprocessing, you must use the "
+             "'spawn' start method";
   }
   return "unknown error";
 }
@@ -82,9 +86,9 @@ fooError_t fooGetDeviceCount(int* count) {
   return fooSuccess;
 }
 
-fooError_t fooInit(void) { return ensureInitialized() ? fooSuccess : fooErrorInitialization; }
+fooError_t fooInit(void) { return ensureInitialized(); }
 
-int fooIsInitialized(void) { return g_initialized ? 1 : 0; }
+int fooIsInitialized(void) { return g_initialized && !g_in_bad_fork ? 1 : 0; }
 
 int fooIsInBadFork(void) { return g_in_bad_fork ? 1 : 0; }
 
@@ -101,7 +105,7 @@ fooError_t fooSetDevice(int device) {
 
 fooError_t fooGetDeviceProperties(fooDeviceProp* prop, int device) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
-  if (!ensureInitialized()) return fooErrorInitialization;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   std::memset(prop, 0, sizeof(*prop));
   std::snprintf(prop->name, sizeof(prop->name), "Foo Simulated Accelerator");
   prop->totalGlobalMem = deviceMemory(device).size;

@@ -19,6 +19,8 @@ typedef enum fooError {
   fooErrorInvalidValue = 3,
   fooErrorNotReady = 4,
   fooErrorInitialization = 5,
+  // This process was forked after the runtime was initialised (the device belongs to the parent).
+  fooErrorForkedProcess = 6,
 } fooError_t;
 
 const char* fooGetErrorString(fooError_t error);
@@ -30,7 +32,8 @@ fooError_t fooGetDeviceCount(int* count);
 // every call below that needs a device initialises lazily.
 fooError_t fooInit(void);
 int fooIsInitialized(void);
-// True in a child forked after the runtime was initialised: the device cannot be used there.
+// True in a child forked after the runtime was initialised: every call that would use a device fails
+// there with fooErrorForkedProcess (freeing is a no-op: the memory is the parent's).
 int fooIsInBadFork(void);
 // The calling thread's current device, as cudaGetDevice/cudaSetDevice.
 fooError_t fooGetDevice(int* device);
@@ -56,6 +59,13 @@ int fooPointerGetDevice(const void* ptr);
 void* fooKernelAddress(const void* dev_ptr);
 // The device address behind a kernel-view address (nullptr when `kernel_ptr` is not one).
 void* fooDeviceAddress(const void* kernel_ptr);
+
+// ---- Pinned host memory --------------------------------------------------------------------------
+// Page-locked host memory (cudaHostAlloc/cudaFreeHost); copies from it may run asynchronously.
+fooError_t fooHostAlloc(void** ptr, size_t size);
+fooError_t fooFreeHost(void* ptr);
+// 1 when `ptr` lies inside memory from fooHostAlloc, else 0.
+int fooHostPointerIsPinned(const void* ptr);
 
 // ---- Streams, kernels, events -------------------------------------------------------------------
 // Stream 0 of each device is its default stream. Streams are ordered queues of launched work.

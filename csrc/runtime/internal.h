@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "foo_runtime.h"
+
 namespace foo_runtime {
 
 // One simulated device: its memory is a memfd mapped twice, once with no access (the device
@@ -16,8 +18,9 @@ struct DeviceMemory {
 
 int deviceCount();
 bool validDevice(int device);
-// Initialises the runtime on first use; false if mapping device memory failed.
-bool ensureInitialized();
+// Initialises the runtime on first use: fooSuccess, fooErrorInitialization when mapping device memory
+// failed, fooErrorForkedProcess in a child forked after initialisation.
+fooError_t ensureInitialized();
 DeviceMemory& deviceMemory(int device);
 // Called once by ensureInitialized for each device.
 bool mapDeviceMemory(int device, size_t bytes);

@@ -57,7 +57,7 @@ extern "C" {
 
 fooError_t fooMalloc(int device, void** dev_ptr, size_t size) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
-  if (!ensureInitialized()) return fooErrorInitialization;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (size == 0) size = 1;
   size = (size + kPage - 1) / kPage * kPage;
   Arena& arena = g_arenas[device];
@@ -78,7 +78,8 @@ fooError_t fooMalloc(int device, void** dev_ptr, size_t size) {
 
 fooError_t fooFree(int device, void* dev_ptr) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
-  if (dev_ptr == nullptr) return fooSuccess;
+  // In a forked child the pages are shared with the parent, which still owns them.
+  if (dev_ptr == nullptr || fooIsInBadFork()) return fooSuccess;
   DeviceMemory& mem = deviceMemory(device);
   Arena& arena = g_arenas[device];
   std::lock_guard<std::mutex> lock(arena.mutex);
@@ -109,7 +110,7 @@ fooError_t fooFree(int device, void* dev_ptr) {
 
 fooError_t fooMemGetInfo(int device, size_t* free_bytes, size_t* total_bytes) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
-  if (!ensureInitialized()) return fooErrorInitialization;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   Arena& arena = g_arenas[device];
   std::lock_guard<std::mutex> lock(arena.mutex);
   *total_bytes = deviceMemory(device).size;

@@ -43,6 +43,7 @@ extern "C" {
 
 fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (priority > kLeastPriority) priority = kLeastPriority;
   if (priority < kGreatestPriority) priority = kGreatestPriority;
   StreamTable& table = g_streams[device];
@@ -54,6 +55,7 @@ fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority) {
 
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (stream != 0 && !validStream(device, stream)) return fooErrorInvalidValue;
   fn(arg);
   return fooSuccess;
@@ -64,11 +66,13 @@ fooError_t fooStreamQuery(int device, fooStream_t stream) {
 }
 
 fooError_t fooStreamSynchronize(int device, fooStream_t stream) {
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   return validStream(device, stream) ? fooSuccess : fooErrorInvalidValue;
 }
 
 fooError_t fooDeviceSynchronize(int device) {
-  return validDevice(device) ? fooSuccess : fooErrorInvalidDevice;
+  if (!validDevice(device)) return fooErrorInvalidDevice;
+  return ensureInitialized();
 }
 
 fooError_t fooEventCreate(fooEvent_t* event, int enable_timing) {
