@@ -9,8 +9,12 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/GradMode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -191,7 +195,6 @@ void sgdStep_(at::TensorList params, at::TensorList grads, at::TensorList moment
     TORCH_CHECK(at::isFloatingType(params[i].scalar_type()), "foo::sgd_step_: param ", i,
                 " must be floating point, got ", params[i].scalar_type());
   }
-  if (params.empty()) return;
   KernelLaunch<kOnFoo> launch("foo::sgd_step_");
   std::vector<at::Tensor> p = launch(params), g = launch(grads), b = launch(momentum_buffers);
   launch.run([&] {
@@ -235,6 +238,40 @@ void registerKernels(torch::Library& m) {
 
 TORCH_LIBRARY_IMPL(foo, CPU, m) { registerKernels<false>(m); }
 TORCH_LIBRARY_IMPL(foo, PrivateUse1, m) { registerKernels<true>(m); }
+
+// The autograd kernel of the mutating operators, which have no derivative: like ATen's in-place
+// operators they refuse to overwrite a leaf that requires grad, and bump the version counter of what
+// they write, so autograd refuses to use a saved tensor they overwrote.
+void mutatingOperatorAutograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  std::vector<at::Tensor> mutated;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].alias_info() == nullptr || !arguments[i].alias_info()->isWrite()) continue;
+    const c10::IValue& arg = (*stack)[first + i];
+    if (arg.isTensor()) mutated.push_back(arg.toTensor());
+    if (arg.isTensorList()) {
+      for (const at::Tensor& t : arg.toTensorList()) mutated.push_back(t);
+    }
+  }
+  for (const at::Tensor& t : mutated) {
+    TORCH_CHECK(!(c10::GradMode::is_enabled() && t.requires_grad() && t.is_leaf()),
+                "a leaf Variable that requires grad is being used in an in-place operation.");
+  }
+  {
+    const at::AutoDispatchBelowADInplaceOrView guard;
+    op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+  }
+  for (const at::Tensor& t : mutated) t.unsafeGetTensorImpl()->bump_version();
+}
+
+// rms_norm's autograd is registered from Python; rms_norm_backward has no derivative of its own.
+TORCH_LIBRARY_IMPL(foo, Autograd, m) {
+  m.impl("rms_norm_backward", torch::autograd::autogradNotImplementedFallback());
+  for (const char* op : {"add_gelu_", "sgd_step_"}) {
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&mutatingOperatorAutograd>());
+  }
+}
 
 }  // namespace
 }  // namespace foo
