@@ -100,11 +100,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 
 // These operators have generic composite kernels that PrivateUse1 would get ahead of the fallback;
-// CPU's dedicated kernels are more precise (reduced-precision dtypes) or the composite only accepts
-// CPU and CUDA tensors. Routing them to the fallback runs CPU's kernels, so results equal CPU's.
+// CPU's dedicated kernels are more precise (reduced-precision dtypes), the composite only accepts CPU
+// and CUDA tensors, or it calls an out= kernel that resizes and warns (the reduced losses). Routing
+// them to the fallback runs CPU's kernels, so results equal CPU's.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr_", "addr.out", "mode.values",
-                         "narrow_copy", "_stack", "_stack.out", "all.dims_out", "any.dims_out", "linalg__powsum"}) {
+                         "narrow_copy", "_stack", "_stack.out", "all.dims_out", "any.dims_out", "linalg__powsum", "mse_loss", "smooth_l1_loss"}) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
   }
 }
