@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -31,15 +32,22 @@ struct Block {
   size_t size;
   char* ptr;  // device address
   bool small;
+  // As in CUDA's allocator, a segment and its blocks belong to the stream they were allocated on: a
+  // block freed by the host is reused only by that stream, whose queued work is ordered before the new
+  // user's. Other streams that used it (Tensor.record_stream) delay its reuse until their work is done.
+  fooStream_t stream = 0;
   bool allocated = false;
   size_t requested = 0;
   Block* prev = nullptr;  // neighbours inside the same segment
   Block* next = nullptr;
+  std::vector<fooStream_t> stream_uses;
+  int pending_events = 0;
   bool isSplit() const { return prev != nullptr || next != nullptr; }
 };
 
 struct BlockLess {
   bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
     return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
   }
 };
@@ -62,26 +70,31 @@ class DeviceCache {
  public:
   explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
 
-  Block* malloc(size_t requested) {
-    std::lock_guard<std::mutex> lock(mutex_);
+  Block* malloc(size_t requested, fooStream_t stream) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    processEvents();
     const size_t size = roundSize(requested);
     const bool small = size <= kSmallSize;
     Pool& pool = small ? small_pool_ : large_pool_;
-    Block key{size, nullptr, small};
-    Block* block = nullptr;
-    auto it = pool.lower_bound(&key);
-    if (it != pool.end()) {
-      block = takeFromPool(pool, it);
-      if (block->isSplit()) {
-        updateStat(stats_.inactive_split, small, -1);
-        updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
-      }
-    } else {
-      block = newSegment(size, small, requested);
+    Block* block = takeCached(pool, size, small, stream);
+    if (block == nullptr) block = newSegment(size, small);
+    if (block == nullptr && !onStreamWorker()) {
+      // Give cached segments back to the device and retry once, as CUDA's allocator does. Queued work
+      // may still use them, so the device finishes it first (without the lock: that work may allocate).
+      stats_.num_alloc_retries += 1;
+      lock.unlock();
+      FOO_CHECK(fooDeviceSynchronize(device_));
+      lock.lock();
+      processEvents();
+      releaseCachedSegments();
+      block = takeCached(pool, size, small, stream);
+      if (block == nullptr) block = newSegment(size, small);
     }
+    if (block == nullptr) raiseOutOfMemory(requested);
+    block->stream = stream;
     const size_t remaining = block->size - size;
     if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
-      Block* rest = newBlock(remaining, block->ptr + size, small);
+      Block* rest = newBlock(remaining, block->ptr + size, small, stream);
       rest->prev = block;
       rest->next = block->next;
       if (rest->next) rest->next->prev = rest;
@@ -115,11 +128,55 @@ class DeviceCache {
     updateStat(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
     block->allocated = false;
+    // A deleter must not throw: a marker that cannot be recorded (a forked child) just delays nothing.
+    for (fooStream_t used_on : block->stream_uses) {
+      fooEvent_t event = nullptr;
+      if (fooEventCreate(&event, 0) != fooSuccess) continue;
+      if (fooEventRecord(event, device_, used_on) != fooSuccess) {
+        fooEventDestroy(event);
+        continue;
+      }
+      pending_.emplace_back(event, block);
+      block->pending_events += 1;
+    }
+    block->stream_uses.clear();
+    if (block->pending_events == 0) cacheBlock(block);
+  }
+
+  void recordStream(void* ptr, fooStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = active_.find(ptr);
+    if (found == active_.end()) return;
+    Block* block = found->second;
+    if (stream == block->stream) return;
+    auto& uses = block->stream_uses;
+    if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  }
+
+ private:
+  using Pool = std::set<Block*, BlockLess>;
+
+  // Caches the freed blocks whose users on other streams are done (events complete in stream order).
+  void processEvents() {
+    while (!pending_.empty()) {
+      auto& [event, block] = pending_.front();
+      if (fooEventQuery(event) != fooSuccess) break;
+      fooEventDestroy(event);
+      Block* done = block;
+      pending_.pop_front();
+      if (--done->pending_events == 0) cacheBlock(done);
+    }
+  }
+
+  // Returns a free block to its pool, merged with free neighbours of its segment.
+  void cacheBlock(Block* block) {
+    const bool small = block->small;
     Pool& pool = small ? small_pool_ : large_pool_;
     int64_t split_blocks = 0;
     int64_t split_bytes = 0;
     for (Block* neighbour : {block->prev, block->next}) {
-      if (neighbour == nullptr || neighbour->allocated) continue;
+      // A neighbour freed while other streams may still use it is not in the pool yet.
+      if (neighbour == nullptr || neighbour->allocated || neighbour->pending_events > 0) continue;
       takeFromPool(pool, pool.find(neighbour));
       split_blocks -= 1;
       split_bytes -= static_cast<int64_t>(neighbour->size);
@@ -143,8 +200,12 @@ class DeviceCache {
     putInPool(pool, block);
   }
 
+ public:
+  // Queued work may still use cached blocks: the device finishes it before they are released.
   void emptyCache() {
+    FOO_CHECK(fooDeviceSynchronize(device_));
     std::lock_guard<std::mutex> lock(mutex_);
+    processEvents();
     releaseCachedSegments();
   }
 
@@ -173,15 +234,13 @@ class DeviceCache {
   }
 
  private:
-  using Pool = std::set<Block*, BlockLess>;
-
   // Splitting and merging happen on every small allocation; recycling Block objects and the pools'
   // tree nodes keeps the steady state free of heap traffic.
-  Block* newBlock(size_t size, char* ptr, bool small) {
-    if (spare_blocks_.empty()) return new Block{size, ptr, small};
+  Block* newBlock(size_t size, char* ptr, bool small, fooStream_t stream) {
+    if (spare_blocks_.empty()) return new Block{size, ptr, small, stream};
     Block* block = spare_blocks_.back();
     spare_blocks_.pop_back();
-    *block = Block{size, ptr, small};
+    *block = Block{size, ptr, small, stream};
     return block;
   }
 
@@ -203,26 +262,30 @@ class DeviceCache {
     pool.insert(std::move(node));
   }
 
-  fooError_t tryMalloc(size_t bytes, void** ptr) {
-    return reserved() + bytes <= limit_ ? fooMalloc(device_, ptr, bytes) : fooErrorMemoryAllocation;
+  // A cached block of the stream's pool that fits, or nullptr.
+  Block* takeCached(Pool& pool, size_t size, bool small, fooStream_t stream) {
+    Block key{size, nullptr, small, stream};
+    auto it = pool.lower_bound(&key);
+    if (it == pool.end() || (*it)->stream != stream) return nullptr;
+    Block* block = takeFromPool(pool, it);
+    if (block->isSplit()) {
+      updateStat(stats_.inactive_split, small, -1);
+      updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
+    }
+    return block;
   }
 
-  Block* newSegment(size_t size, bool small, size_t requested) {
+  // A fresh segment from the device, or nullptr when the device (or the memory limit) has no room.
+  Block* newSegment(size_t size, bool small) {
     const size_t bytes = segmentSize(size);
     void* ptr = nullptr;
-    fooError_t error = tryMalloc(bytes, &ptr);
-    if (error == fooErrorMemoryAllocation) {
-      // Give cached segments back to the device and retry once, as CUDA's allocator does.
-      stats_.num_alloc_retries += 1;
-      releaseCachedSegments();
-      error = tryMalloc(bytes, &ptr);
-    }
-    if (error == fooErrorMemoryAllocation) raiseOutOfMemory(requested);
+    const fooError_t error = reserved() + bytes <= limit_ ? fooMalloc(device_, &ptr, bytes) : fooErrorMemoryAllocation;
+    if (error == fooErrorMemoryAllocation) return nullptr;
     FOO_CHECK(error);
     stats_.num_device_alloc += 1;
     updateStat(stats_.segment, small, 1);
     updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
-    return newBlock(bytes, static_cast<char*>(ptr), small);
+    return newBlock(bytes, static_cast<char*>(ptr), small, 0);
   }
 
   [[noreturn]] void raiseOutOfMemory(size_t requested) {
@@ -288,6 +351,7 @@ class DeviceCache {
   std::vector<Block*> spare_blocks_;
   std::vector<Pool::node_type> spare_nodes_;
   ska::flat_hash_map<void*, Block*> active_;
+  std::deque<std::pair<fooEvent_t, Block*>> pending_;  // freed blocks still used by other streams
   DeviceStats stats_;
   size_t limit_ = std::numeric_limits<size_t>::max();
 };
@@ -319,7 +383,7 @@ class KernelViewAllocator final : public c10::Allocator {
   explicit KernelViewAllocator(c10::DeviceIndex device) : device_(device) {}
   c10::DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
-    void* kernel = fooKernelAddress(deviceCache(device_).malloc(nbytes)->ptr);
+    void* kernel = fooKernelAddress(deviceCache(device_).malloc(nbytes, currentStream(device_))->ptr);
     return c10::DataPtr(kernel, kernel, &freeKernelView, c10::Device(c10::kCPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return &freeKernelView; }
@@ -334,7 +398,9 @@ class KernelViewAllocator final : public c10::Allocator {
 c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes) {
   const c10::Device where = fooDevice(device);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
-  void* ptr = deviceCache(device).malloc(nbytes)->ptr;
+  // Cached blocks need no runtime call, but in a forked child they are the parent's memory.
+  if (C10_UNLIKELY(fooIsInBadFork())) FOO_CHECK(fooErrorForkedProcess);
+  void* ptr = deviceCache(device).malloc(nbytes, currentStream(device))->ptr;
   return c10::DataPtr(ptr, ptr, kDeviceDeleters[static_cast<size_t>(device)], where);
 }
 
@@ -355,8 +421,9 @@ void CachingAllocator::emptyCache(c10::MempoolId_t) {
   for (int d = 0; d < deviceCount(); ++d) deviceCache(static_cast<c10::DeviceIndex>(d)).emptyCache();
 }
 
-void CachingAllocator::recordStream(const c10::DataPtr&, c10::Stream) {
-  // Launches execute in order on the host thread, so a block is never in use by another stream.
+void CachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  if (ptr.get() == nullptr || ptr.device().type() != c10::DeviceType::PrivateUse1) return;
+  deviceCache(ptr.device().index()).recordStream(ptr.get(), static_cast<fooStream_t>(stream.id()));
 }
 
 c10::CachingDeviceAllocator::DeviceStats CachingAllocator::getDeviceStats(c10::DeviceIndex device) {

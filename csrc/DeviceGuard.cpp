@@ -38,10 +38,15 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device d) const override {
     const c10::DeviceIndex index = indexOf(d);
+    checkDeviceIndex(index);
     return makeStream(index, currentStream(index));
   }
 
-  c10::Stream getDefaultStream(c10::Device d) const override { return makeStream(indexOf(d), 0); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    const c10::DeviceIndex index = indexOf(d);
+    checkDeviceIndex(index);
+    return makeStream(index, 0);
+  }
 
   c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
     const c10::DeviceIndex index = indexOf(d);
@@ -57,6 +62,10 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream exchangeStream(c10::Stream s) const override {
     const c10::DeviceIndex device = s.device_index();
+    checkDeviceIndex(device);
+    int priority = 0;
+    TORCH_CHECK(fooStreamGetPriority(device, static_cast<fooStream_t>(s.id()), &priority) == fooSuccess,
+                "Invalid stream ", s.id(), " for foo:", static_cast<int>(device));
     const c10::Stream previous = getStream(s.device());
     setCurrentStream(device, static_cast<fooStream_t>(s.id()));
     return previous;
@@ -90,11 +99,14 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   bool queryStream(const c10::Stream& stream) const override {
-    return fooStreamQuery(stream.device_index(), static_cast<fooStream_t>(stream.id())) == fooSuccess;
+    const fooError_t state = fooStreamQuery(stream.device_index(), static_cast<fooStream_t>(stream.id()));
+    if (state == fooErrorNotReady) return false;
+    FOO_CHECK(state);
+    return true;
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
-    FOO_CHECK(fooStreamSynchronize(stream.device_index(), static_cast<fooStream_t>(stream.id())));
+    foo::synchronizeStream(stream.device_index(), static_cast<fooStream_t>(stream.id()));
   }
 
   void synchronizeEvent(void* event) const override {
@@ -103,7 +115,7 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     checkDeviceIndex(device_index);
-    FOO_CHECK(fooDeviceSynchronize(device_index));
+    foo::synchronizeDevice(device_index);
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {

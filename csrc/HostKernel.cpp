@@ -75,17 +75,19 @@ thread_local ViewPool t_view_pool;
 
 }  // namespace
 
-at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
+namespace {
+
+// A CPU tensor with `t`'s metadata over `data`, which it does not own.
+at::Tensor aliasView(const at::Tensor& t, void* data, c10::Allocator* allocator, c10::Storage view_storage) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
-  c10::DataPtr kernel_data(fooKernelAddress(storage->data_ptr().get()), c10::Device(c10::kCPU));
-  // Resizable through the device's kernel-view allocator: an out= resize reallocates on the device.
-  c10::Allocator* allocator = kernelViewAllocator(t.device().index());
+  c10::DataPtr kernel_data(data, c10::Device(c10::kCPU));
   at::Tensor view = t_view_pool.take();
   if (!view.defined()) {
     if (!view_storage) {
       view_storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-          c10::StorageImpl::use_byte_size_t(), storage->nbytes(), std::move(kernel_data), allocator, /*resizable=*/true));
+          c10::StorageImpl::use_byte_size_t(), storage->nbytes(), std::move(kernel_data), allocator,
+          /*resizable=*/allocator != nullptr));
     }
     view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                     t.dtype());
@@ -96,6 +98,7 @@ at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
       recycled->set_data_ptr_noswap(std::move(kernel_data));
       recycled->set_nbytes(storage->nbytes());
       recycled->set_allocator(allocator);
+      recycled->set_resizable(allocator != nullptr);
       view_storage = view_impl->storage();
     }
     view_impl->set_storage_and_dtype(std::move(view_storage), t.dtype());
@@ -106,6 +109,16 @@ at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
   view_impl->_set_neg(impl->is_neg());
   return view;
 }
+
+}  // namespace
+
+at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
+  // Resizable through the device's kernel-view allocator: an out= resize reallocates on the device.
+  return aliasView(t, fooKernelAddress(t.storage().data()), kernelViewAllocator(t.device().index()),
+                   std::move(view_storage));
+}
+
+at::Tensor hostAlias(const at::Tensor& t) { return aliasView(t, t.storage().mutable_data(), nullptr, {}); }
 
 HostKernelCall::~HostKernelCall() {
   for (Alias& a : aliases_) t_view_pool.give(std::move(a.view));

@@ -33,12 +33,16 @@ class HostKernelCall {
   // The device of an operator without foo tensor arguments (a factory op's `device=`).
   void targetDevice(c10::Device device);
 
-  // Runs `kernel` on the device's current stream with host allocations redirected to device memory.
+  // Runs `kernel` on the device's current stream, after the work queued there, with host allocations
+  // redirected to device memory; returns when it is done.
   template <class Kernel>
   void run(Kernel&& kernel) {
     prepare();
-    RedirectHostAllocations redirect(device_);
-    launchKernel(device_, kernel);
+    const c10::DeviceIndex device = device_;
+    launchKernel(device, [&] {
+      RedirectHostAllocations redirect(device);
+      kernel();
+    });
   }
 
   // Writes back changes the kernel made to arguments' metadata or storage (an out= resize).
@@ -76,6 +80,9 @@ class HostKernelCall {
 // A CPU tensor aliasing `foo_tensor`'s memory through the kernel view. Views of one foo storage that
 // meet in one kernel must share `view_storage`, so that the kernel's overlap checks see them alias.
 at::Tensor kernelView(const at::Tensor& foo_tensor, c10::Storage view_storage = {});
+
+// A CPU tensor aliasing host tensor `t`'s memory without owning it, for work queued on a stream.
+at::Tensor hostAlias(const at::Tensor& t);
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 

@@ -2,11 +2,16 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/ones.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "CachingAllocator.h"
 #include "Common.h"
 #include "Generator.h"
+#include "Stream.h"
+
+#include <chrono>
+#include <thread>
 
 namespace foo {
 namespace {
@@ -57,7 +62,12 @@ PYBIND11_MODULE(_C, m) {
   using namespace foo;
   m.doc() = "foo_backend native extension: the simulated foo runtime and its PyTorch integration";
 
-  m.def("_init", [] { FOO_CHECK(fooInit()); });
+  m.def("_init", [] {
+    FOO_CHECK(fooInit());
+    // A child forked from now on must initialise foo again, which it cannot: factory functions then
+    // call torch.foo._lazy_init, which raises the bad-fork error.
+    torch::utils::register_fork_handler_for_device_init(at::kPrivateUse1);
+  });
   m.def("_is_initialized", [] { return fooIsInitialized() != 0; });
   m.def("_is_in_bad_fork", [] { return fooIsInBadFork() != 0; });
   m.def("_device_count", [] { return deviceCount(); });
@@ -70,7 +80,31 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_synchronize", [](int device) {
     FOO_CHECK(fooInit());
-    FOO_CHECK(fooDeviceSynchronize(checkedIndex(device)));
+    const c10::DeviceIndex index = checkedIndex(device);
+    const pybind11::gil_scoped_release no_gil;
+    synchronizeDevice(index);
+  });
+  // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
+  m.def("_sleep", [](int64_t cycles) {
+    const c10::DeviceIndex device = currentDevice();
+    launchKernelAsync(device, [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });
+  });
+  // Event.elapsed_time for torch.foo.Event, which torch.Event.elapsed_time does not accept as its argument.
+  // The ids are torch.Event.event_id: the runtime event behind a recorded event, 0 before its first record.
+  m.def("_event_elapsed_time", [](int64_t start, int64_t end) {
+    TORCH_CHECK_VALUE(start != 0 && end != 0, "Both events must be recorded before calculating elapsed time.");
+    float ms = 0;
+    const fooError_t error =
+        fooEventElapsedTime(&ms, reinterpret_cast<fooEvent_t>(start), reinterpret_cast<fooEvent_t>(end));
+    TORCH_CHECK_VALUE(error != fooErrorInvalidValue,
+                      "Both events must be created with argument 'enable_timing=True' to measure elapsed time.");
+    FOO_CHECK(error);
+    return ms;
+  });
+  m.def("_stream_priority", [](int device, int64_t stream) {
+    int priority = 0;
+    FOO_CHECK(fooStreamGetPriority(checkedIndex(device), stream, &priority));
+    return priority;
   });
   m.def("_get_device_properties", [](int device) {
     fooDeviceProp prop;

@@ -62,25 +62,40 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 }
 
 // Host<->foo and foo<->foo (any devices): the CPU copy kernel runs on kernel views, so strides and
-// dtype conversions behave exactly as on CPU.
+// dtype conversions behave exactly as on CPU. As on CUDA, a copy between two tensors of one foo device,
+// and a non_blocking copy from or to pinned host memory, run asynchronously on the current stream; a
+// copy involving pageable host memory or two devices returns when done.
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  const at::Tensor dst_view = isFoo(dst) ? kernelView(dst) : dst;
-  c10::Storage shared;
-  if (isFoo(src) && isFoo(dst) && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
-  const at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : src;
-  at::Tensor dst_kernel = dst_view;
   const c10::DeviceIndex device = isFoo(src) ? src.device().index() : dst.device().index();
-  launchKernel(device, [&] {
-    at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_kernel, src_view, false);
-  });
-  if (non_blocking) {
-    // As on CUDA: a pinned buffer an asynchronous copy reads or writes is not reused until the copy is done.
-    const at::Tensor& host = isFoo(src) ? dst : src;
-    if (!isFoo(host) && isPinned(host.storage().data())) {
-      recordPinnedUse(host.storage().data_ptr(),
-                      c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(currentStream(device))));
-    }
+  const bool host_side = !isFoo(src) || !isFoo(dst);
+  const at::Tensor& host = isFoo(src) ? dst : src;
+  bool async = !host_side && src.device() == dst.device();
+  if (host_side) {
+    async = non_blocking && isPinned(host.storage().data());
+  } else if (!async) {
+    // The other device's queued work may still use its tensor.
+    const c10::DeviceIndex other = dst.device().index();
+    synchronizeStream(other, currentStream(other));
   }
+  // Queued work holds views that do not own memory: as on CUDA, the stream-ordered allocators keep
+  // the memory from being reused too early (a pinned buffer is recorded on the copy's stream).
+  at::Tensor dst_view = isFoo(dst) ? kernelView(dst) : (async ? hostAlias(dst) : dst);
+  c10::Storage shared;
+  if (!host_side && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
+  at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : (async ? hostAlias(src) : src);
+  if (!async) {
+    launchKernel(device, [&] {
+      at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);
+    });
+    return dst;
+  }
+  if (host_side) {
+    recordPinnedUse(host.storage().data_ptr(),
+                    c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(currentStream(device))));
+  }
+  launchKernelAsync(device, [src_view, dst_view]() mutable {
+    at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);
+  });
   return dst;
 }
 

@@ -1,13 +1,87 @@
 #include "Stream.h"
 
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <mutex>
+
 namespace foo {
 namespace {
 // Per thread and device, as CUDA's current stream; stream 0 is each device's default stream.
 thread_local fooStream_t t_current_stream[16] = {};
+
+thread_local bool t_on_stream_worker = false;
+
+std::mutex g_async_error_mutex;
+std::exception_ptr g_async_errors[16];
 }  // namespace
+
+namespace detail {
+std::atomic<bool> g_async_error_pending{false};
+
+void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(g_async_error_mutex);
+  if (!g_async_errors[device]) g_async_errors[device] = std::move(error);
+  g_async_error_pending = true;
+}
+}  // namespace detail
 
 fooStream_t currentStream(c10::DeviceIndex device) { return t_current_stream[device]; }
 
 void setCurrentStream(c10::DeviceIndex device, fooStream_t stream) { t_current_stream[device] = stream; }
+
+void checkAsyncErrors(c10::DeviceIndex device) {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(g_async_error_mutex);
+    std::swap(error, g_async_errors[device]);
+    bool pending = false;
+    for (const std::exception_ptr& e : g_async_errors) pending = pending || e;
+    detail::g_async_error_pending = pending;
+  }
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "foo: an asynchronously launched operation on foo:", static_cast<int>(device),
+                " failed: ", e.what());
+  }
+}
+
+void synchronizeStream(c10::DeviceIndex device, fooStream_t stream) {
+  FOO_CHECK(fooStreamSynchronize(device, stream));
+  checkAsyncErrors(device);
+}
+
+void synchronizeDevice(c10::DeviceIndex device) {
+  FOO_CHECK(fooDeviceSynchronize(device));
+  checkAsyncErrors(device);
+}
+
+bool onStreamWorker() { return t_on_stream_worker; }
+
+void launchKernelAsync(c10::DeviceIndex device, std::function<void()> kernel) {
+  if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
+  struct Launch {
+    std::function<void()> kernel;
+    c10::DeviceIndex device;
+  };
+  auto* launch = new Launch{std::move(kernel), device};
+  const fooError_t error = fooLaunchKernel(
+      device, currentStream(device),
+      [](void* arg) {
+        std::unique_ptr<Launch> owned(static_cast<Launch*>(arg));
+        t_on_stream_worker = true;
+        try {
+          owned->kernel();
+        } catch (...) {
+          detail::recordAsyncError(owned->device, std::current_exception());
+        }
+        t_on_stream_worker = false;
+      },
+      launch);
+  if (error != fooSuccess) delete launch;
+  FOO_CHECK(error);
+}
 
 }  // namespace foo

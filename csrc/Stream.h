@@ -1,11 +1,12 @@
 // The current stream of each foo device (per thread, as in c10/cuda) and the launch path: every kernel
-// and copy on foo memory goes through launchKernel onto the current stream.
+// and copy on foo memory goes onto the current stream through launchKernel or launchKernelAsync.
 #pragma once
 
 #include <c10/core/Device.h>
 
-#include <type_traits>
-#include <utility>
+#include <atomic>
+#include <exception>
+#include <functional>
 
 #include "Common.h"
 
@@ -14,13 +15,42 @@ namespace foo {
 fooStream_t currentStream(c10::DeviceIndex device);
 void setCurrentStream(c10::DeviceIndex device, fooStream_t stream);
 
-// Launches `kernel()` onto `device`'s current stream.
+// Raises, once, the error of an asynchronous launch that failed on `device` since the last check.
+void checkAsyncErrors(c10::DeviceIndex device);
+// Waits for the work of one stream or of a whole device, then reports asynchronous failures.
+void synchronizeStream(c10::DeviceIndex device, fooStream_t stream);
+void synchronizeDevice(c10::DeviceIndex device);
+
+namespace detail {
+void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error);
+extern std::atomic<bool> g_async_error_pending;
+}  // namespace detail
+
+// Runs `kernel()` on `device`'s current stream after the work already queued there, and returns when
+// it is done: for work whose results the host needs at once (an operator's output shapes, a copy into
+// pageable memory). The calling thread waits for the stream to drain and runs the kernel itself, so
+// it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions.
 template <class Kernel>
 void launchKernel(c10::DeviceIndex device, Kernel&& kernel) {
-  using K = std::remove_reference_t<Kernel>;
-  FOO_CHECK(fooLaunchKernel(
-      device, currentStream(device), [](void* arg) { (*static_cast<K*>(arg))(); },
-      const_cast<void*>(static_cast<const void*>(&kernel))));
+  if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
+  const fooStream_t stream = currentStream(device);
+  const fooError_t state = fooStreamQuery(device, stream);
+  if (state == fooErrorNotReady) {
+    synchronizeStream(device, stream);
+  } else {
+    FOO_CHECK(state);
+  }
+  kernel();
 }
+
+// Queues `kernel()` on `device`'s current stream and returns at once. The kernel must own (capture by
+// value) every tensor it touches, which also keeps their memory from being reused before it runs. An
+// exception it throws is raised by the next synchronization of the device, as CUDA reports
+// asynchronous errors.
+void launchKernelAsync(c10::DeviceIndex device, std::function<void()> kernel);
+
+// True on a stream's worker thread, inside a kernel queued by launchKernelAsync: such code must not
+// wait for the device (its own stream would wait for itself).
+bool onStreamWorker();
 
 }  // namespace foo

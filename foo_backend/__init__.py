@@ -17,7 +17,7 @@ _C = _extension.load()
 
 from . import _multiprocessing, amp, ops  # noqa: E402
 
-from ._utils import DEVICE_TYPE, _get_device_index  # noqa: E402
+from ._utils import DEVICE_TYPE, _check_not_in_bad_fork, _get_device_index  # noqa: E402
 from .random import (  # noqa: E402
     default_generators,
     get_rng_state,
@@ -46,6 +46,7 @@ from .memory import (  # noqa: E402
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
@@ -56,7 +57,8 @@ __all__ = [
     "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "default_generators",
     "get_rng_state", "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all", "seed", "seed_all",
     "set_rng_state", "set_rng_state_all", "_is_in_bad_fork", "amp", "get_amp_supported_dtype",
-    "is_bf16_supported",
+    "is_bf16_supported", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
+    "StreamContext",
 ]
 
 _initialization_lock = threading.Lock()
@@ -85,11 +87,7 @@ def is_initialized() -> bool:
 def _lazy_init() -> None:
     if is_initialized():
         return
-    if _is_in_bad_fork():
-        raise RuntimeError(
-            "Cannot re-initialize foo in forked subprocess. To use foo with multiprocessing, you must use the "
-            "'spawn' start method"
-        )
+    _check_not_in_bad_fork()
     with _initialization_lock:
         if not is_initialized():
             _C._init()
@@ -110,6 +108,7 @@ def set_device(device: Any) -> None:
     """Set the current foo device. A negative index is ignored, as in ``torch.cuda.set_device``."""
     index = _get_device_index(device)
     if index >= 0:
+        _lazy_init()
         _C._set_device(index)
 
 
@@ -179,6 +178,12 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     """foo computes bfloat16 natively (with CPU's kernels), so always True."""
     return True
+
+
+def _sleep(cycles: int) -> None:
+    """As ``torch.cuda._sleep``: keep the current stream busy for ``cycles`` cycles of a 1 GHz device."""
+    _lazy_init()
+    _C._sleep(cycles)
 
 
 def _register() -> None:

@@ -33,7 +33,8 @@ def _rebuild_foo_tensor(cls, data, device, requires_grad):
 
 
 def _rebuild_foo_storage(data, device):
-    return _deserialize(data).to(device)
+    storage = _deserialize(data)  # torch.load gives a storage back as a TypedStorage
+    return storage.untyped().to(device=device)
 
 
 def _reduce_tensor(tensor):

@@ -1,4 +1,4 @@
-"""Device-argument helpers shared by the torch.foo modules."""
+"""Helpers shared by the torch.foo modules: device arguments, the bad-fork check."""
 from typing import Any
 
 import torch
@@ -31,3 +31,12 @@ def _get_device_index(device: Any, optional: bool = False) -> int:
             raise ValueError(f"Expected a foo device with a specified index or an integer, but got: {device}")
         index = _C._get_device()
     return index
+
+
+def _check_not_in_bad_fork() -> None:
+    """Raise CUDA's error in a child forked after foo was initialised: foo cannot be used there."""
+    if _C._is_in_bad_fork():
+        raise RuntimeError(
+            "Cannot re-initialize foo in forked subprocess. To use foo with multiprocessing, you must use the "
+            "'spawn' start method"
+        )

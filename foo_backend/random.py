@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from . import _C
-from ._utils import _get_device_index
+from ._utils import _check_not_in_bad_fork, _get_device_index
 
 __all__ = [
     "default_generators", "get_rng_state", "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all",
@@ -33,6 +33,7 @@ def _generator(device: Any) -> torch.Generator:
 
 def get_rng_state(device: Any = "foo") -> torch.Tensor:
     """The RNG state of a foo device (the current one by default), as a ByteTensor."""
+    _check_not_in_bad_fork()
     return _generator(device).get_state()
 
 
@@ -43,6 +44,7 @@ def get_rng_state_all() -> list[torch.Tensor]:
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "foo") -> None:
     """Set the RNG state of a foo device (the current one by default)."""
+    _check_not_in_bad_fork()
     _generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format))
 
 

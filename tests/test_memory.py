@@ -305,6 +305,7 @@ def test_op_results_and_resize_are_accounted():
 
 
 def test_no_leak_across_ops_and_autograd():
+    gc.collect()  # earlier tests' garbage must not be freed during this one
     base = [torch.foo.memory_allocated(d) for d in range(2)]
     for _ in range(3):
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).foo()

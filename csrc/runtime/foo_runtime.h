@@ -68,18 +68,27 @@ fooError_t fooFreeHost(void* ptr);
 int fooHostPointerIsPinned(const void* ptr);
 
 // ---- Streams, kernels, events -------------------------------------------------------------------
-// Stream 0 of each device is its default stream. Streams are ordered queues of launched work.
+// Stream 0 of each device is its default stream. A stream is an ordered queue of launched work, run by
+// the stream's own worker thread: launches return at once and the work runs later, in launch order.
+// FOO_LAUNCH_BLOCKING=1 runs every launch inline on the calling thread instead.
 typedef int64_t fooStream_t;
 typedef void (*fooKernelFn)(void* arg);
 
+// Hands out a stream of the given priority (0, or -1 for high; others are clamped) from a fixed pool
+// per device, round-robin, as CUDA's stream pools do.
 fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority);
-// Runs `fn(arg)` in stream order. The executor runs launches inline on the calling thread, so an
-// exception thrown by `fn` reaches the launcher.
+fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority);
+// Queues fn(arg) on the stream, after all work launched on it before. `arg` must stay valid until fn
+// has run, and fn must not throw (it runs on the stream's worker thread).
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg);
+// fooSuccess when all work launched on the stream has completed, else fooErrorNotReady.
 fooError_t fooStreamQuery(int device, fooStream_t stream);
 fooError_t fooStreamSynchronize(int device, fooStream_t stream);
 fooError_t fooDeviceSynchronize(int device);
 
+// An event is a marker in a stream's queue: recording it queues the marker, and it completes when the
+// stream's worker reaches it. A stream that waits on an event runs nothing launched after the wait
+// until the event's latest recording completes.
 typedef struct fooEvent* fooEvent_t;
 fooError_t fooEventCreate(fooEvent_t* event, int enable_timing);
 fooError_t fooEventDestroy(fooEvent_t event);

@@ -1,40 +1,155 @@
-// Streams, kernel launches and events. Every kernel and copy enters the device through
-// fooLaunchKernel. This executor runs each launch inline on the calling thread, so work completes in
-// launch order and events complete when recorded.
+// Streams, kernel launches and events. Every kernel and copy enters the device through fooLaunchKernel.
+//
+// Each stream is an ordered queue executed by its own worker thread (started on the stream's first
+// launch), so the host returns from a launch before the work is done, as with a GPU. Events are markers
+// in a stream's queue: they complete when the worker reaches them. FOO_LAUNCH_BLOCKING=1 runs every
+// launch inline on the calling thread instead, as CUDA_LAUNCH_BLOCKING does.
 #include "foo_runtime.h"
 #include "internal.h"
 
+#include <array>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <memory>
 #include <mutex>
-#include <vector>
+#include <thread>
 
 namespace foo_runtime {
 namespace {
 
-// Priorities follow CUDA: lower numbers are higher priority; 0 is the default.
+// Like CUDA's stream pools: stream 0 is the default stream, then a fixed set of streams per priority,
+// handed out round-robin. Lower numbers are higher priority, as on CUDA.
+constexpr int kStreamsPerPriority = 32;
 constexpr int kLeastPriority = 0;
 constexpr int kGreatestPriority = -1;
+constexpr int kStreamsPerDevice = 1 + kStreamsPerPriority * (kLeastPriority - kGreatestPriority + 1);
 
-struct StreamTable {
-  std::mutex mutex;
-  std::vector<int> priorities{0};  // index = stream id; stream 0 is the default stream
+bool launchBlocking() {
+  static const bool blocking = [] {
+    const char* env = std::getenv("FOO_LAUNCH_BLOCKING");
+    return env != nullptr && env[0] == '1';
+  }();
+  return blocking;
+}
+
+struct Task {
+  fooKernelFn fn;
+  void* arg;
 };
 
-StreamTable g_streams[16];
+class Stream {
+ public:
+  void launch(Task task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!worker_started_) {
+        std::thread([this] { work(); }).detach();  // streams live as long as the process
+        worker_started_ = true;
+      }
+      queue_.push_back(task);
+      ++submitted_;
+    }
+    work_ready_.notify_one();
+  }
+
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_ == submitted_;
+  }
+
+  void synchronize() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t target = submitted_;
+    work_done_.wait(lock, [&] { return completed_ >= target; });
+  }
+
+ private:
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      work_ready_.wait(lock, [&] { return !queue_.empty(); });
+      const Task task = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      task.fn(task.arg);
+      lock.lock();
+      ++completed_;
+      work_done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  std::deque<Task> queue_;
+  uint64_t submitted_ = 0;
+  uint64_t completed_ = 0;
+  bool worker_started_ = false;
+};
+
+struct DeviceStreams {
+  std::array<Stream, kStreamsPerDevice> streams;
+  std::array<int, kLeastPriority - kGreatestPriority + 1> next_in_pool{};
+  std::mutex pool_mutex;
+};
+
+// Never destroyed: detached workers may still be waiting on their streams at exit.
+DeviceStreams* const g_devices = new DeviceStreams[16];
 
 bool validStream(int device, fooStream_t stream) {
-  if (!validDevice(device)) return false;
-  std::lock_guard<std::mutex> lock(g_streams[device].mutex);
-  return stream >= 0 && static_cast<size_t>(stream) < g_streams[device].priorities.size();
+  return validDevice(device) && stream >= 0 && stream < kStreamsPerDevice;
+}
+
+Stream& streamOf(int device, fooStream_t stream) { return g_devices[device].streams[stream]; }
+
+// A function and its argument to run on a worker; deletes itself after running.
+template <class F>
+void launchClosure(int device, fooStream_t stream, F&& f) {
+  using Closure = std::decay_t<F>;
+  auto* closure = new Closure(std::forward<F>(f));
+  fooLaunchKernel(
+      device, stream,
+      [](void* arg) {
+        std::unique_ptr<Closure> owned(static_cast<Closure*>(arg));
+        (*owned)();
+      },
+      closure);
 }
 
 }  // namespace
 }  // namespace foo_runtime
 
-struct fooEvent {
+// Completion is tracked by generation: each record asks for the next one, and the marker the record
+// queues completes it.
+struct EventState {
+  std::mutex mutex;
+  std::condition_variable completed_cv;
+  uint64_t recorded = 0;
+  uint64_t completed = 0;
   bool enable_timing = false;
-  bool recorded = false;
   std::chrono::steady_clock::time_point time;
+
+  void complete(uint64_t generation) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (generation > completed) {
+        completed = generation;
+        time = std::chrono::steady_clock::now();
+      }
+    }
+    completed_cv.notify_all();
+  }
+  void waitFor(uint64_t generation) {
+    std::unique_lock<std::mutex> lock(mutex);
+    completed_cv.wait(lock, [&] { return completed >= generation; });
+  }
+};
+
+// Shared with the markers and waits still queued, so destroying a recorded event is safe (as on CUDA).
+struct fooEvent {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
 using namespace foo_runtime;
@@ -46,38 +161,55 @@ fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority) {
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (priority > kLeastPriority) priority = kLeastPriority;
   if (priority < kGreatestPriority) priority = kGreatestPriority;
-  StreamTable& table = g_streams[device];
-  std::lock_guard<std::mutex> lock(table.mutex);
-  *stream = static_cast<fooStream_t>(table.priorities.size());
-  table.priorities.push_back(priority);
+  DeviceStreams& d = g_devices[device];
+  const int level = kLeastPriority - priority;  // 0 for the least priority
+  std::lock_guard<std::mutex> lock(d.pool_mutex);
+  *stream = 1 + level * kStreamsPerPriority + d.next_in_pool[level];
+  d.next_in_pool[level] = (d.next_in_pool[level] + 1) % kStreamsPerPriority;
+  return fooSuccess;
+}
+
+fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority) {
+  if (!validStream(device, stream)) return fooErrorInvalidValue;
+  *priority = stream == 0 ? 0 : kLeastPriority - static_cast<int>((stream - 1) / kStreamsPerPriority);
   return fooSuccess;
 }
 
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  if (stream != 0 && !validStream(device, stream)) return fooErrorInvalidValue;
-  fn(arg);
+  if (!validStream(device, stream)) return fooErrorInvalidValue;
+  if (launchBlocking()) {
+    fn(arg);
+  } else {
+    streamOf(device, stream).launch({fn, arg});
+  }
   return fooSuccess;
 }
 
 fooError_t fooStreamQuery(int device, fooStream_t stream) {
-  return validStream(device, stream) ? fooSuccess : fooErrorInvalidValue;
+  if (!validStream(device, stream)) return fooErrorInvalidValue;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  return streamOf(device, stream).idle() ? fooSuccess : fooErrorNotReady;
 }
 
 fooError_t fooStreamSynchronize(int device, fooStream_t stream) {
+  if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  return validStream(device, stream) ? fooSuccess : fooErrorInvalidValue;
+  streamOf(device, stream).synchronize();
+  return fooSuccess;
 }
 
 fooError_t fooDeviceSynchronize(int device) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
-  return ensureInitialized();
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  for (Stream& stream : g_devices[device].streams) stream.synchronize();
+  return fooSuccess;
 }
 
 fooError_t fooEventCreate(fooEvent_t* event, int enable_timing) {
   *event = new fooEvent();
-  (*event)->enable_timing = enable_timing != 0;
+  (*event)->state->enable_timing = enable_timing != 0;
   return fooSuccess;
 }
 
@@ -88,23 +220,60 @@ fooError_t fooEventDestroy(fooEvent_t event) {
 
 fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
   if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
-  event->recorded = true;
-  event->time = std::chrono::steady_clock::now();
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  std::shared_ptr<EventState> state = event->state;
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    generation = ++state->recorded;
+  }
+  launchClosure(device, stream, [state, generation] { state->complete(generation); });
   return fooSuccess;
 }
 
-fooError_t fooEventQuery(fooEvent_t event) { return event == nullptr ? fooErrorInvalidValue : fooSuccess; }
+fooError_t fooEventQuery(fooEvent_t event) {
+  if (event == nullptr) return fooErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(event->state->mutex);
+  return event->state->completed >= event->state->recorded ? fooSuccess : fooErrorNotReady;
+}
 
-fooError_t fooEventSynchronize(fooEvent_t event) { return event == nullptr ? fooErrorInvalidValue : fooSuccess; }
+fooError_t fooEventSynchronize(fooEvent_t event) {
+  if (event == nullptr) return fooErrorInvalidValue;
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(event->state->mutex);
+    generation = event->state->recorded;
+  }
+  event->state->waitFor(generation);
+  return fooSuccess;
+}
 
 fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event) {
-  return (event == nullptr || !validStream(device, stream)) ? fooErrorInvalidValue : fooSuccess;
+  if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  std::shared_ptr<EventState> state = event->state;
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    if (state->completed >= state->recorded) return fooSuccess;  // nothing to wait for
+    generation = state->recorded;
+  }
+  launchClosure(device, stream, [state, generation] { state->waitFor(generation); });
+  return fooSuccess;
 }
 
 fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end) {
-  if (start == nullptr || end == nullptr || !start->enable_timing || !end->enable_timing) return fooErrorInvalidValue;
-  if (!start->recorded || !end->recorded) return fooErrorNotReady;
-  *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
+  if (start == nullptr || end == nullptr || !start->state->enable_timing || !end->state->enable_timing) {
+    return fooErrorInvalidValue;
+  }
+  std::chrono::steady_clock::time_point times[2];
+  EventState* states[2] = {start->state.get(), end->state.get()};
+  for (int i = 0; i < 2; ++i) {
+    std::lock_guard<std::mutex> lock(states[i]->mutex);
+    if (states[i]->recorded == 0 || states[i]->completed < states[i]->recorded) return fooErrorNotReady;
+    times[i] = states[i]->time;
+  }
+  *ms = std::chrono::duration<float, std::milli>(times[1] - times[0]).count();
   return fooSuccess;
 }
 

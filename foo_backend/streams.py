@@ -1,0 +1,258 @@
+"""Streams and events of foo devices, as ``torch.cuda.streams`` and the stream functions of ``torch.cuda``.
+
+``torch.foo.Stream`` and ``torch.foo.Event`` subclass the generic ``torch.Stream`` and ``torch.Event``, which
+reach foo's DeviceGuardImpl; so they are accepted wherever those are (``torch.accelerator.set_stream``,
+``with stream:``), and generic foo streams are accepted here. As on CUDA, the
+current stream is per thread and per device, and stream 0 of each device is its default stream.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from . import _C
+from ._utils import DEVICE_TYPE, _get_device_index
+
+__all__ = ["Stream", "Event", "current_stream", "default_stream", "set_stream", "stream", "StreamContext"]
+
+# c10::DeviceType::PrivateUse1, the ``device_type`` of every foo stream.
+_FOO_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1.value)
+# As on CUDA, a lower number is a higher priority; out-of-range priorities map to the nearest valid one.
+_LEAST_PRIORITY, _GREATEST_PRIORITY = 0, -1
+
+
+def _lazy_init() -> None:
+    from . import _lazy_init as init  # the package is fully imported by the time this runs
+
+    init()
+
+
+def _checked_index(device: Any) -> int:
+    """The index of foo device ``device`` (None or a negative int: the current device), range-checked."""
+    index = _get_device_index(device, optional=True)
+    if index < 0:
+        index = _C._get_device()
+    count = _C._device_count()
+    if index >= count:
+        raise RuntimeError(
+            f"Invalid device foo:{index}: foo has {count} device{'' if count == 1 else 's'} "
+            f"(valid device indices are 0 to {count - 1})"
+        )
+    return index
+
+
+def _check_stream(stream: Any, what: str) -> None:
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(
+            f"{what} expected a foo stream (torch.foo.Stream or torch.Stream on a foo device), "
+            f"but got {type(stream).__name__}"
+        )
+    if stream.device_type != _FOO_DEVICE_TYPE:
+        raise ValueError(f"{what} expected a foo stream, but got a stream on device type '{stream.device.type}'")
+
+
+def _check_event(event: Any, what: str) -> None:
+    if not isinstance(event, torch.Event):
+        raise TypeError(
+            f"{what} expected a foo event (torch.foo.Event or torch.Event), but got {type(event).__name__}"
+        )
+
+
+class Stream(torch.Stream):
+    r"""A foo stream: an ordered queue of work on one foo device, independent from other streams.
+
+    Args:
+        device (torch.device, str or int, optional): the foo device of the stream. ``None`` (default) or a
+            negative int means the current foo device.
+        priority (int, optional): 0 (default, lowest) or -1 (high); a lower number is a higher priority.
+            Values out of that range map to the nearest valid priority, as on CUDA.
+
+    Used as a context manager (``with stream:``) it makes itself and its device current, as ``torch.Stream``.
+    """
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if kwargs:  # wrap an existing stream: stream_id, device_index, device_type
+            if device is not None:
+                raise TypeError("torch.foo.Stream: give either a device or stream_id/device_index/device_type")
+            device_type = kwargs.get("device_type", _FOO_DEVICE_TYPE)
+            if device_type != _FOO_DEVICE_TYPE:
+                raise ValueError(
+                    f"torch.foo.Stream expected the foo device type ({_FOO_DEVICE_TYPE}), got {device_type}")
+            kwargs["device_index"] = _checked_index(kwargs.get("device_index"))
+            return super().__new__(cls, priority=priority, **kwargs)
+        _lazy_init()
+        index = _checked_index(device)
+        priority = min(max(int(priority), _GREATEST_PRIORITY), _LEAST_PRIORITY)
+        return super().__new__(cls, torch.device(DEVICE_TYPE, index), priority=priority)
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """The (least, greatest) stream priorities of foo: ``(0, -1)``."""
+        return _LEAST_PRIORITY, _GREATEST_PRIORITY
+
+    @property
+    def priority(self) -> int:
+        """The priority of the stream (0 for default streams)."""
+        return _C._stream_priority(self.device_index, self.stream_id)
+
+    def wait_event(self, event: torch.Event) -> None:
+        """Make all future work on this stream wait for ``event``. Returns without waiting."""
+        _check_event(event, "Stream.wait_event")
+        event.wait(self)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Make all future work on this stream wait for the work queued on ``stream`` so far. Returns
+        without waiting."""
+        _check_stream(stream, "Stream.wait_stream")
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: Optional[torch.Event] = None) -> torch.Event:
+        """Record ``event`` (a new ``torch.foo.Event`` if None) on this stream and return it."""
+        if event is None:
+            event = Event()
+        _check_event(event, "Stream.record_event")
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        """True if all work queued on this stream has completed."""
+        return super().query()
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on this stream to complete."""
+        super().synchronize()
+
+    def __eq__(self, other: object) -> bool:
+        # Equal to any torch.Stream naming the same stream (unlike torch.cuda.Stream, which is never equal
+        # to a plain torch.Stream), so foo and generic stream objects mix in comparisons, sets and dicts.
+        if isinstance(other, torch.Stream):
+            return (self.stream_id, self.device_index, self.device_type) == (
+                other.stream_id, other.device_index, other.device_type)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return super().__hash__()  # torch.Stream's hash, consistent with the equality above
+
+    def __repr__(self) -> str:
+        return f"<torch.foo.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    r"""A foo event: a marker in a stream, to synchronize streams, wait from the host or measure time.
+
+    Args:
+        enable_timing (bool, optional): whether the event measures time (default ``False``).
+        blocking (bool, optional): accepted for compatibility with ``torch.cuda.Event``; ``synchronize()``
+            always blocks the calling thread.
+        interprocess (bool, optional): not supported on foo; ``True`` raises.
+
+    The underlying event is created when first recorded; it can then only be recorded on streams of the
+    same device, while streams on any foo device can wait for it.
+    """
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise NotImplementedError(
+                "foo events cannot be shared between processes: interprocess=True is not supported")
+        return super().__new__(cls, torch.device(DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        """Record the event on ``stream`` (default: the current foo stream)."""
+        if stream is None:
+            stream = current_stream()
+        _check_stream(stream, "Event.record")
+        super().record(stream)
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        """Make all future work on ``stream`` (default: the current foo stream) wait for this event.
+        Returns without waiting; a no-op if the event was never recorded."""
+        if stream is None:
+            stream = current_stream()
+        _check_stream(stream, "Event.wait")
+        super().wait(stream)
+
+    def query(self) -> bool:
+        """True if the work captured by the event has completed (or it was never recorded)."""
+        return super().query()
+
+    def synchronize(self) -> None:
+        """Wait for the work captured by the event to complete."""
+        super().synchronize()
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds between the recording of this event and of ``end_event``. Both must have been
+        created with ``enable_timing=True``, recorded and completed (ValueError / RuntimeError otherwise)."""
+        _check_event(end_event, "Event.elapsed_time")
+        # torch.Event.elapsed_time does not accept a subclass as its argument: ask the runtime directly.
+        return _C._event_elapsed_time(self.event_id, end_event.event_id)
+
+    def __repr__(self) -> str:
+        return f"<torch.foo.Event {self.event_id:#x}>" if self.event_id else "<torch.foo.Event uninitialized>"
+
+
+def _wrap(stream: torch.Stream) -> Stream:
+    return Stream(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
+
+
+def current_stream(device: Any = None) -> Stream:
+    """The current stream of this thread on foo device ``device`` (default: the current foo device)."""
+    _lazy_init()
+    return _wrap(torch.accelerator.current_stream(_checked_index(device)))
+
+
+def default_stream(device: Any = None) -> Stream:
+    """The default stream (stream 0) of foo device ``device`` (default: the current foo device)."""
+    _lazy_init()
+    return Stream(stream_id=0, device_index=_checked_index(device), device_type=_FOO_DEVICE_TYPE)
+
+
+def set_stream(stream: Optional[torch.Stream]) -> None:
+    """Make ``stream`` the current stream of its device, and its device the current foo device, as
+    ``torch.cuda.set_stream``. ``None`` is a no-op. Prefer the ``torch.foo.stream`` context manager."""
+    if stream is None:
+        return
+    _check_stream(stream, "torch.foo.set_stream")
+    _checked_index(stream.device_index)
+    torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    r"""Context manager that makes ``stream`` current (``None``: no-op), as ``torch.cuda.StreamContext``.
+
+    If the stream is on another foo device, that device becomes current too; on exit the previous current
+    streams of both devices and the previous current device are restored.
+    """
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        if stream is not None:
+            _check_stream(stream, "torch.foo.StreamContext")
+        self.stream = stream
+        self.src_prev_stream: Optional[Stream] = None
+        self.dst_prev_stream: Optional[Stream] = None
+
+    def __enter__(self):
+        cur_stream = self.stream
+        if cur_stream is None:
+            return
+        self.src_prev_stream = current_stream(None)
+        if self.src_prev_stream.device != cur_stream.device:
+            self.dst_prev_stream = current_stream(cur_stream.device_index)
+        set_stream(cur_stream)
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        cur_stream = self.stream
+        if cur_stream is None:
+            return
+        if self.src_prev_stream.device != cur_stream.device:
+            set_stream(self.dst_prev_stream)
+        set_stream(self.src_prev_stream)
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    """Context manager that makes ``stream`` current (see ``StreamContext``); ``None`` is a no-op."""
+    return StreamContext(stream)
