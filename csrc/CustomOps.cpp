@@ -35,8 +35,7 @@ class KernelLaunch {
   at::Tensor operator()(const at::Tensor& t) {
     if (!kOnFoo) return t;
     if (isFoo(t)) return call_.input(t);
-    call_.hostInput(t, /*any_shape=*/false, /*mutated=*/false);  // raises at run(): mixed devices
-    return t;
+    return call_.hostInput(t, /*any_shape=*/false, /*mutated=*/false);  // raises at run(): mixed devices
   }
   std::vector<at::Tensor> operator()(at::TensorList ts) {
     std::vector<at::Tensor> out;

@@ -16,8 +16,7 @@ bool isMutable(const c10::Argument& argument) {
 at::Tensor mapTensor(HostKernelCall& call, at::Tensor t, bool mutated, bool any_shape) {
   if (!t.defined()) return t;
   if (isFoo(t)) return call.input(std::move(t));
-  call.hostInput(t, any_shape, mutated);
-  return t;
+  return call.hostInput(t, any_shape, mutated);
 }
 
 bool isGeneratorArgument(const c10::Argument& argument) {
@@ -33,11 +32,14 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
     c10::IValue& arg = args[i];
     if (arg.isGenerator() || (arg.isNone() && isGeneratorArgument(arguments[i]))) {
       generator = &arg;  // mapped below, once the device is known
+      call.signature().forbid();  // generator state is read by the host
     } else if (arg.isTensor()) {
+      if (!arg.toTensor().defined()) call.signature().undefinedTensor();
       arg = mapTensor(call, std::move(arg).toTensor(), isMutable(arguments[i]), false);
     } else if (arg.isTensorList()) {
       const bool mutated = isMutable(arguments[i]);
       c10::List<at::Tensor> mapped;
+      call.signature().add(static_cast<int64_t>(arg.toTensorList().size()));
       for (const at::Tensor& t : arg.toTensorList()) mapped.push_back(mapTensor(call, t, mutated, false));
       arg = std::move(mapped);
     } else if (arg.isOptionalTensorList()) {
@@ -46,9 +48,12 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
       for (const std::optional<at::Tensor> t : arg.toOptionalTensorList())
         mapped.push_back(t ? std::optional<at::Tensor>(mapTensor(call, *t, false, true)) : std::nullopt);
       arg = std::move(mapped);
+      call.signature().forbid();  // boolean masks make output shapes depend on values
     } else if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
       call.targetDevice(arg.toDevice());
       arg = c10::Device(c10::kCPU);
+    } else {
+      call.signature().add(arg);
     }
   }
   if (generator != nullptr) {
@@ -71,6 +76,65 @@ void mapReturns(HostKernelCall& call, c10::IValue* returns, size_t count) {
   }
 }
 
+// Operators whose returns are all views of their arguments only compute metadata.
+bool isViewOperator(const c10::FunctionSchema& schema) {
+  if (schema.returns().empty() || schema.is_mutable()) return false;
+  for (const c10::Argument& r : schema.returns())
+    if (r.alias_info() == nullptr) return false;
+  return true;
+}
+
+// Outputs that depend on values, or random numbers drawn by the host's generators, keep a call synchronous.
+bool mayRunAsynchronously(const c10::OperatorHandle& op) {
+  return !op.hasTag(at::Tag::dynamic_output_shape) && !op.hasTag(at::Tag::data_dependent_output) &&
+         !op.hasTag(at::Tag::nondeterministic_seeded);
+}
+
+// The tensors among `count` values, flattened; `structure` receives each value's list length (-1 for a
+// tensor). False when a value is neither a tensor nor a tensor list.
+bool flattenTensors(const c10::IValue* values, size_t count, std::vector<at::Tensor>& tensors,
+                    std::vector<int>* structure) {
+  for (size_t i = 0; i < count; ++i) {
+    const c10::IValue& v = values[i];
+    if (v.isTensor()) {
+      tensors.push_back(v.toTensor());
+      if (structure) structure->push_back(-1);
+    } else if (v.isTensorList()) {
+      const c10::List<at::Tensor> list = v.toTensorList();
+      for (const at::Tensor& t : list) tensors.push_back(t);
+      if (structure) structure->push_back(static_cast<int>(list.size()));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_ptr<LaunchPlan> plan,
+               torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto args_begin = stack->end() - static_cast<std::ptrdiff_t>(schema.arguments().size());
+  std::vector<c10::IValue> args(std::make_move_iterator(args_begin), std::make_move_iterator(stack->end()));
+  stack->erase(args_begin, stack->end());
+  const std::vector<int> structure = plan->structure;
+  std::vector<at::Tensor> outputs =
+      call.launch(std::move(plan), [op, args = std::move(args)](std::vector<at::Tensor>& results) mutable {
+        torch::jit::Stack kernel_stack = std::move(args);
+        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &kernel_stack);
+        flattenTensors(kernel_stack.data(), kernel_stack.size(), results, nullptr);
+      });
+  size_t next = 0;
+  for (int length : structure) {
+    if (length < 0) {
+      stack->emplace_back(std::move(outputs[next++]));
+    } else {
+      c10::List<at::Tensor> list;
+      for (int i = 0; i < length; ++i) list.push_back(std::move(outputs[next++]));
+      stack->emplace_back(std::move(list));
+    }
+  }
+}
+
 void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   // Operators of other libraries reach foo only through kernels registered for foo, as on a GPU: running
@@ -79,9 +143,10 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torc
                               "' with arguments from the 'foo' backend: the operator has no foo kernel. Register one "
                               "with torch.library.register_kernel(op, \"foo\", fn) or TORCH_LIBRARY_IMPL(ns, "
                               "PrivateUse1, m).");
-  HostKernelCall call(schema.name().c_str());
+  HostKernelCall call(schema.name().c_str(), &schema);
+  if (!mayRunAsynchronously(op)) call.signature().forbid();
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
-  call.run([&] {
+  const auto cpu_kernel = [&] {
     try {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     } catch (const c10::NotImplementedError&) {
@@ -90,9 +155,24 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torc
                                   "the operator has no CPU kernel for foo to run on device memory.");
       throw;
     }
-  });
-  call.syncArguments();
-  mapReturns(call, stack->data() + stack->size() - schema.returns().size(), schema.returns().size());
+  };
+  const size_t returns = schema.returns().size();
+  if (isViewOperator(schema)) {
+    call.runMetadataOnly(cpu_kernel);
+    call.syncArguments();
+  } else if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
+    runQueued(op, call, std::move(plan), stack);
+    return;
+  } else {
+    call.run(cpu_kernel);
+    const bool arguments_changed = call.syncArguments();
+    std::vector<at::Tensor> results;
+    std::vector<int> structure;
+    if (flattenTensors(stack->data() + stack->size() - returns, returns, results, &structure)) {
+      call.learn(results, std::move(structure), arguments_changed);
+    }
+  }
+  mapReturns(call, stack->data() + stack->size() - returns, returns);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

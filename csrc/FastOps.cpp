@@ -34,18 +34,25 @@
 namespace foo {
 namespace {
 
-// How each parameter type reaches the CPU kernel: tensors become kernel views, the rest passes as is.
+// How each parameter type reaches the CPU kernel: tensors become kernel views, the rest is copied into
+// a value the kernel can own (a queued kernel outlives the caller's arguments). Every argument joins
+// the call's launch signature.
 template <class T>
 struct HostArg {
-  using type = T;
-  static T convert(HostKernelCall&, T value) { return static_cast<T>(value); }
+  using type = std::decay_t<T>;
+  static type convert(HostKernelCall& call, const type& value) {
+    call.signature().add(value);
+    return value;
+  }
 };
 
 at::Tensor hostTensor(HostKernelCall& call, const at::Tensor& t, bool mutated) {
-  if (!t.defined()) return t;
+  if (!t.defined()) {
+    call.signature().undefinedTensor();
+    return t;
+  }
   if (isFoo(t)) return call.input(t);
-  call.hostInput(t, /*any_shape=*/false, mutated);
-  return t;
+  return call.hostInput(t, /*any_shape=*/false, mutated);
 }
 
 template <>
@@ -64,9 +71,60 @@ template <>
 struct HostArg<const std::optional<at::Tensor>&> {
   using type = std::optional<at::Tensor>;
   static std::optional<at::Tensor> convert(HostKernelCall& call, const std::optional<at::Tensor>& t) {
+    if (!t) call.signature().undefinedTensor();
     return t ? std::optional<at::Tensor>(hostTensor(call, *t, false)) : std::nullopt;
   }
 };
+
+template <>
+struct HostArg<at::OptionalIntArrayRef> {
+  using type = std::optional<std::vector<int64_t>>;
+  static type convert(HostKernelCall& call, at::OptionalIntArrayRef values) {
+    call.signature().add(values);
+    return values ? type(values->vec()) : std::nullopt;
+  }
+};
+
+template <>
+struct HostArg<c10::SymIntArrayRef> {
+  using type = std::vector<c10::SymInt>;
+  static type convert(HostKernelCall& call, c10::SymIntArrayRef values) {
+    call.signature().add(values);
+    return values.vec();
+  }
+};
+
+// Hands an owned argument to the kernel as the parameter type it expects.
+template <class T>
+T& pass(T& value) {
+  return value;
+}
+
+at::OptionalIntArrayRef pass(std::optional<std::vector<int64_t>>& values) {
+  return values ? at::OptionalIntArrayRef(*values) : std::nullopt;
+}
+
+void appendResults(const at::Tensor& result, std::vector<at::Tensor>& results) { results.push_back(result); }
+
+template <class... Tensors>
+void appendResults(const std::tuple<Tensors...>& result, std::vector<at::Tensor>& results) {
+  std::apply([&](const auto&... r) { (results.push_back(r), ...); }, result);
+}
+
+template <class Result, size_t... I>
+Result tupleFrom(std::vector<at::Tensor>& outputs, std::index_sequence<I...>) {
+  return Result(std::move(outputs[I])...);
+}
+
+// The kernel's return value, from the outputs a queued launch allocated.
+template <class Result>
+Result resultFrom(std::vector<at::Tensor>& outputs) {
+  if constexpr (std::is_same_v<Result, at::Tensor>) {
+    return std::move(outputs[0]);
+  } else {
+    return tupleFrom<Result>(outputs, std::make_index_sequence<std::tuple_size_v<Result>>());
+  }
+}
 
 // The position of the single mutable tensor parameter: what an in-place or out= kernel returns.
 template <class... Args>
@@ -89,8 +147,8 @@ constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 template <class Op>
 struct SameOpOnCpu {
   template <class... HostArgs>
-  static decltype(auto) run(HostArgs&... args) {
-    return Op::redispatch(kCpuKeys, args...);
+  static decltype(auto) run(HostArgs&&... args) {
+    return Op::redispatch(kCpuKeys, std::forward<HostArgs>(args)...);
   }
 };
 
@@ -99,31 +157,59 @@ struct HostKernel;
 
 template <class Op, class CpuKernel, class Result, class... Args>
 struct HostKernel<Op, CpuKernel, Result(Args...)> {
+  using HostArgs = std::tuple<typename HostArg<Args>::type...>;
+  static constexpr bool kReturnsArgument = std::is_reference_v<Result>;
+  static constexpr char kId = 0;  // identifies the operator in launch signatures
+
+  static decltype(auto) runOnCpu(HostArgs& host) {
+    return std::apply([](auto&... a) -> decltype(auto) { return CpuKernel::run(pass(a)...); }, host);
+  }
+
   static Result call(Args... args) {
-    HostKernelCall call(Op::name);
-    std::tuple<typename HostArg<Args>::type...> host{HostArg<Args>::convert(call, args)...};
-    std::conditional_t<std::is_reference_v<Result>, int, Result> result{};
-    call.run([&] {
-      std::apply(
-          [&](auto&... host_args) {
-            if constexpr (std::is_reference_v<Result>) {
-              CpuKernel::run(host_args...);
+    HostKernelCall call(Op::name, &kId);
+    HostArgs host{HostArg<Args>::convert(call, args)...};  // braces: arguments join the signature in order
+    if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
+      std::vector<at::Tensor> outputs =
+          call.launch(std::move(plan), [host = std::move(host)](std::vector<at::Tensor>& results) mutable {
+            if constexpr (kReturnsArgument) {
+              runOnCpu(host);
             } else {
-              result = CpuKernel::run(host_args...);
+              appendResults(runOnCpu(host), results);
             }
-          },
-          host);
+          });
+      if constexpr (kReturnsArgument) {
+        return returnedArgument(args...);
+      } else {
+        return resultFrom<Result>(outputs);
+      }
+    }
+    std::conditional_t<kReturnsArgument, int, Result> result{};
+    call.run([&] {
+      if constexpr (kReturnsArgument) {
+        runOnCpu(host);
+      } else {
+        result = runOnCpu(host);
+      }
     });
-    call.syncArguments();
-    if constexpr (std::is_reference_v<Result>) {
-      constexpr size_t mutated = mutableTensorIndex<Args...>();
-      static_assert(mutated < sizeof...(Args), "in-place/out= kernels need exactly one mutable tensor");
-      return std::get<mutated>(std::forward_as_tuple(args...));
+    const bool arguments_changed = call.syncArguments();
+    {
+      std::vector<at::Tensor> results;
+      if constexpr (!kReturnsArgument) appendResults(result, results);
+      call.learn(results, {}, arguments_changed);
+    }
+    if constexpr (kReturnsArgument) {
+      return returnedArgument(args...);
     } else if constexpr (std::is_same_v<Result, at::Tensor>) {
       return call.output(std::move(result));
     } else {
       return std::apply([&](auto&... outputs) { return Result(call.output(std::move(outputs))...); }, result);
     }
+  }
+
+  static Result returnedArgument(Args... args) {
+    constexpr size_t mutated = mutableTensorIndex<Args...>();
+    static_assert(mutated < sizeof...(Args), "in-place/out= kernels need exactly one mutable tensor");
+    return std::get<mutated>(std::forward_as_tuple(args...));
   }
 };
 
@@ -131,8 +217,8 @@ struct HostKernel<Op, CpuKernel, Result(Args...)> {
 // CPU's own convolution (which picks oneDNN or the slow kernels exactly as it does for CPU tensors).
 struct CpuConvolution {
   template <class... HostArgs>
-  static at::Tensor run(HostArgs&... args) {
-    return at::_ops::convolution::redispatch(kCpuKeys, args...);
+  static at::Tensor run(HostArgs&&... args) {
+    return at::_ops::convolution::redispatch(kCpuKeys, std::forward<HostArgs>(args)...);
   }
 };
 

@@ -4,7 +4,9 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "CachingAllocator.h"
@@ -15,7 +17,39 @@ namespace {
 thread_local c10::DeviceIndex t_redirect_device = -1;
 c10::DeleterFnPtr g_host_raw_deleter = nullptr;
 
+// The outputs a queued kernel is expected to produce, allocated by the host before it was queued. The
+// first allocation of an output's exact size receives that output's memory, so a kernel that allocates
+// its output first (as structured kernels do) writes its result in place; any other result is copied.
+// A queued kernel's other allocations are host memory: device memory the host freed may still be
+// waiting for work queued after this kernel, so the kernel must not take it.
+struct OutputHint {
+  void* data;
+  size_t nbytes;
+  bool taken = false;
+};
+thread_local c10::SmallVector<OutputHint, 4>* t_output_hints = nullptr;
+
+void keepOutput(void*) {}  // an output's memory belongs to its foo storage
+
+c10::DataPtr takeOutputHint(size_t nbytes) {
+  for (OutputHint& hint : *t_output_hints) {
+    if (!hint.taken && hint.nbytes == nbytes) {
+      hint.taken = true;
+      return c10::DataPtr(hint.data, hint.data, &keepOutput, c10::Device(c10::kCPU));
+    }
+  }
+  return c10::DataPtr();
+}
+
+bool isOutputHint(void* ptr) {
+  if (t_output_hints == nullptr) return false;
+  for (const OutputHint& hint : *t_output_hints)
+    if (hint.data == ptr) return true;
+  return false;
+}
+
 void rawDeleteEither(void* ptr) {
+  if (isOutputHint(ptr)) return;
   if (fooDeviceAddress(ptr) != nullptr) {
     const int device = fooPointerGetDevice(fooDeviceAddress(ptr));
     kernelViewAllocator(static_cast<c10::DeviceIndex>(device))->raw_deleter()(ptr);
@@ -30,6 +64,9 @@ class HostAllocatorRedirect final : public c10::Allocator {
  public:
   explicit HostAllocatorRedirect(c10::Allocator* host) : host_(host) { g_host_raw_deleter = host->raw_deleter(); }
   c10::DataPtr allocate(size_t nbytes) override {
+    if (t_output_hints != nullptr) {
+      if (c10::DataPtr hinted = takeOutputHint(nbytes)) return hinted;
+    }
     return t_redirect_device >= 0 ? kernelViewAllocator(t_redirect_device)->allocate(nbytes) : host_->allocate(nbytes);
   }
   c10::DeleterFnPtr raw_deleter() const override { return g_host_raw_deleter ? &rawDeleteEither : nullptr; }
@@ -148,23 +185,39 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
   c10::TensorImpl* impl = t->unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   c10::Storage view_storage;
-  for (const Alias& a : aliases_) {
-    if (a.foo->unsafeGetTensorImpl() == impl) return a.view;  // x.op_(x): one view, so overlap checks see it
-    if (a.foo->storage().unsafeGetStorageImpl() == storage) view_storage = a.view.storage();
+  size_t storage_slot = aliases_.size();
+  for (size_t slot = 0; slot < aliases_.size(); ++slot) {
+    const Alias& a = aliases_[slot];
+    if (a.foo->unsafeGetTensorImpl() == impl) {  // x.op_(x): one view, so overlap checks see it
+      signature_.tensor(a.view, slot, slot);
+      return a.view;
+    }
+    if (!view_storage && a.foo->storage().unsafeGetStorageImpl() == storage) {
+      view_storage = a.view.storage();
+      storage_slot = slot;
+    }
   }
   at::Tensor view = kernelView(*t, std::move(view_storage));
+  signature_.tensor(view, aliases_.size(), storage_slot);
   c10::StorageImpl* view_storage_impl = view.storage().unsafeGetStorageImpl();
   aliases_.push_back({std::move(t), view, view_storage_impl});
   return view;
 }
 
-void HostKernelCall::hostInput(const at::Tensor& t, bool any_shape, bool mutated) {
+at::Tensor HostKernelCall::hostInput(const at::Tensor& t, bool any_shape, bool mutated) {
   if (mutated || (!any_shape && t.dim() != 0)) host_conflict_ = t.device();
+  if (mutated || t.dim() != 0 || t.device().type() != c10::kCPU) {
+    signature_.forbid();  // a queued kernel would read host memory the caller may change meanwhile
+    return t;
+  }
+  signature_.hostScalar(t.scalar_type(), t.unsafeGetTensorImpl()->is_wrapped_number());
+  return t.unsafeGetTensorImpl()->is_wrapped_number() ? t : t.clone();  // a wrapped number belongs to this call alone
 }
 
 void HostKernelCall::targetDevice(c10::Device device) {
   checkDeviceIndex(device.has_index() ? device.index() : currentDevice());
   joinDevice(device.has_index() ? device : fooDevice(currentDevice()));
+  signature_.add(static_cast<int64_t>(device_));
 }
 
 void HostKernelCall::prepare() {
@@ -172,14 +225,139 @@ void HostKernelCall::prepare() {
   if (host_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *host_conflict_);
 }
 
-at::Tensor HostKernelCall::wrap(c10::Storage storage, const at::Tensor& like) const {
+namespace {
+
+at::Tensor fooTensor(c10::Storage storage, caffe2::TypeMeta dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                     int64_t storage_offset, bool conj, bool neg) {
   at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
-                                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
+                                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
-  if (like.is_conj()) impl->_set_conj(true);
-  if (like.is_neg()) impl->_set_neg(true);
+  impl->set_sizes_and_strides(sizes, strides, storage_offset);
+  if (conj) impl->_set_conj(true);
+  if (neg) impl->_set_neg(true);
   return t;
+}
+
+bool sameMetadata(const at::Tensor& t, const LaunchPlan::Output& spec) {
+  return t.dtype() == spec.dtype && t.sizes() == c10::IntArrayRef(spec.sizes) &&
+         t.strides() == c10::IntArrayRef(spec.strides) && t.storage_offset() == spec.storage_offset &&
+         t.is_conj() == spec.conj && t.is_neg() == spec.neg;
+}
+
+}  // namespace
+
+at::Tensor HostKernelCall::wrap(c10::Storage storage, const at::Tensor& like) const {
+  return fooTensor(std::move(storage), like.dtype(), like.sizes(), like.strides(), like.storage_offset(), like.is_conj(),
+                   like.is_neg());
+}
+
+at::Tensor HostKernelCall::freshOutput(const LaunchPlan::Output& spec) const {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), spec.storage_nbytes,
+                       cachingAllocator().allocateOn(device_, spec.storage_nbytes), &cachingAllocator(),
+                       /*resizable=*/true);
+  return fooTensor(std::move(storage), spec.dtype, spec.sizes, spec.strides, spec.storage_offset, spec.conj, spec.neg);
+}
+
+std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
+  prepare();
+  // Dispatch state the queued kernel could not see as the caller does (Python modes, CPU autocast)
+  // keeps the call synchronous.
+  static const c10::DispatchKeySet kAlwaysIncluded{c10::DispatchKey::BackendSelect, c10::DispatchKey::ADInplaceOrView};
+  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
+  if (!(tls.included_ - kAlwaysIncluded).empty() || !tls.excluded_.has(c10::DispatchKey::AutocastCPU)) return nullptr;
+  return findLaunchPlan(signature_);
+}
+
+std::vector<at::Tensor> HostKernelCall::launch(std::shared_ptr<LaunchPlan> plan, QueuedKernel kernel) {
+  std::vector<at::Tensor> outputs;
+  c10::SmallVector<at::Tensor, 4> fresh_views;  // per output: a kernel view of a fresh output, else undefined
+  outputs.reserve(plan->outputs.size());
+  for (const LaunchPlan::Output& spec : plan->outputs) {
+    if (spec.kind == LaunchPlan::Output::kArgument) {
+      outputs.push_back(*aliases_[spec.argument].foo);
+      fresh_views.emplace_back();
+    } else if (spec.kind == LaunchPlan::Output::kFresh) {
+      outputs.push_back(freshOutput(spec));
+      fresh_views.push_back(kernelView(outputs.back()));
+    } else {
+      outputs.emplace_back();
+      fresh_views.emplace_back();
+    }
+  }
+  launchKernelAsync(device_, [plan = std::move(plan), kernel = std::move(kernel), views = std::move(fresh_views),
+                              keys = c10::impl::tls_local_dispatch_key_set(), op = op_name_] {
+    c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys);
+    c10::SmallVector<OutputHint, 4> hints;
+    for (const at::Tensor& view : views)
+      if (view.defined() && view.storage().nbytes() > 0) hints.push_back({view.storage().mutable_data(), view.storage().nbytes()});
+    std::vector<at::Tensor> results;
+    results.reserve(views.size());
+    t_output_hints = &hints;
+    try {
+      kernel(results);
+    } catch (...) {
+      t_output_hints = nullptr;
+      throw;
+    }
+    t_output_hints = nullptr;
+    bool matches = results.size() == views.size();
+    for (size_t i = 0; matches && i < views.size(); ++i)
+      matches = !views[i].defined() || (results[i].defined() && sameMetadata(results[i], plan->outputs[i]));
+    if (!matches) {
+      plan->stale = true;
+      TORCH_CHECK(false, op, " returned outputs of other shapes than an earlier call with the same arguments: "
+                  "its outputs depend on its inputs' values, and it will run synchronously from now on");
+    }
+    // Results the kernel did not write in place may sit in another output's memory (it allocated them
+    // in another order): they are all taken out before any is copied to its output.
+    c10::SmallVector<size_t, 4> misplaced;
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (views[i].defined() && results[i].storage().data() != views[i].storage().data()) misplaced.push_back(i);
+    }
+    if (misplaced.size() > 1) {
+      for (size_t i : misplaced) results[i] = results[i].clone();
+    }
+    for (size_t i : misplaced) views[i].copy_(results[i]);
+  });
+  return outputs;
+}
+
+void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {
+  if (!signature_.allowed() || arguments_changed) return;
+  auto plan = std::make_shared<LaunchPlan>();
+  std::vector<const c10::StorageImpl*> fresh_storages;
+  for (const at::Tensor& r : results) {
+    LaunchPlan::Output spec{LaunchPlan::Output::kUndefined};
+    if (r.defined()) {
+      const c10::TensorImpl* impl = r.unsafeGetTensorImpl();
+      for (size_t slot = 0; slot < aliases_.size() && spec.kind == LaunchPlan::Output::kUndefined; ++slot) {
+        if (aliases_[slot].view.unsafeGetTensorImpl() == impl) {
+          spec.kind = LaunchPlan::Output::kArgument;
+          spec.argument = slot;
+        }
+      }
+      if (spec.kind == LaunchPlan::Output::kUndefined) {
+        // Only memory the kernel allocated itself, one storage per output, can be allocated in advance.
+        const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
+        if (r.layout() != c10::kStrided || !isKernelViewDataPtr(storage->data_ptr()) ||
+            std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
+          return;
+        }
+        fresh_storages.push_back(storage);
+        spec.kind = LaunchPlan::Output::kFresh;
+        spec.sizes = r.sizes().vec();
+        spec.strides = r.strides().vec();
+        spec.storage_offset = r.storage_offset();
+        spec.dtype = r.dtype();
+        spec.storage_nbytes = storage->nbytes();
+        spec.conj = r.is_conj();
+        spec.neg = r.is_neg();
+      }
+    }
+    plan->outputs.push_back(std::move(spec));
+  }
+  plan->structure = std::move(structure);
+  rememberLaunchPlan(signature_, std::move(plan));
 }
 
 c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
@@ -209,14 +387,17 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
                                                             /*resizable=*/true));
 }
 
-void HostKernelCall::syncArguments() {
+bool HostKernelCall::syncArguments() {
+  bool changed = false;
   for (Alias& a : aliases_) {
     c10::TensorImpl* view = a.view.unsafeGetTensorImpl();
     c10::TensorImpl* foo_impl = a.foo->unsafeGetTensorImpl();
     c10::StorageImpl* view_storage = view->storage().unsafeGetStorageImpl();
     if (view_storage != a.view_storage) {
       foo_impl->set_storage_keep_dtype(fooStorageFor(view->storage()));
+      changed = true;
     } else if (isKernelViewDataPtr(view_storage->data_ptr())) {
+      changed = true;
       // The kernel resized the argument: its storage was reallocated on the device.
       c10::StorageImpl* foo_storage = foo_impl->storage().unsafeGetStorageImpl();
       void* kernel = view_storage->data_ptr().get();
@@ -227,10 +408,15 @@ void HostKernelCall::syncArguments() {
     if (view->sizes() != foo_impl->sizes() || view->strides() != foo_impl->strides() ||
         view->storage_offset() != foo_impl->storage_offset()) {
       foo_impl->set_sizes_and_strides(view->sizes(), view->strides(), view->storage_offset());
+      changed = true;
     }
-    if (view->is_conj() != foo_impl->is_conj()) foo_impl->_set_conj(view->is_conj());
-    if (view->is_neg() != foo_impl->is_neg()) foo_impl->_set_neg(view->is_neg());
+    if (view->is_conj() != foo_impl->is_conj() || view->is_neg() != foo_impl->is_neg()) {
+      foo_impl->_set_conj(view->is_conj());
+      foo_impl->_set_neg(view->is_neg());
+      changed = true;
+    }
   }
+  return changed;
 }
 
 at::Tensor HostKernelCall::output(at::Tensor result) {

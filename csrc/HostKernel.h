@@ -6,19 +6,31 @@
 // memory, so new outputs are born on the device. Afterwards each returned tensor is mapped back: an
 // argument's view returns the argument itself, a view of an argument's storage becomes a foo view of
 // that storage, and freshly allocated memory is adopted as a foo storage without a copy.
+//
+// A call whose outputs' metadata are known in advance (see LaunchPlan.h) is queued on the stream
+// instead: its outputs are allocated on the host, and the kernel, running later on the stream's
+// worker, writes into them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "LaunchPlan.h"
 #include "Stream.h"
 
 namespace foo {
 
 class HostKernelCall {
  public:
-  explicit HostKernelCall(const char* op_name) : op_name_(op_name) {}
+  // `op` identifies the operator in launch signatures; without it the call always runs synchronously.
+  explicit HostKernelCall(const char* op_name, const void* op = nullptr) : op_name_(op_name), signature_(op) {
+    if (op == nullptr) signature_.forbid();
+  }
   ~HostKernelCall();
   HostKernelCall(const HostKernelCall&) = delete;
   HostKernelCall& operator=(const HostKernelCall&) = delete;
@@ -27,9 +39,11 @@ class HostKernelCall {
   // argument, which the caller keeps alive for the whole call; the rvalue one takes it over.
   at::Tensor input(const at::Tensor& foo_tensor);
   at::Tensor input(at::Tensor&& foo_tensor);
-  // Registers a CPU tensor argument. As on CUDA, only 0-dim CPU tensors (scalars) may be mixed with
-  // foo tensors, unless `any_shape` (CPU index tensors, for example); none may be written to.
-  void hostInput(const at::Tensor& cpu_tensor, bool any_shape, bool mutated);
+  // Registers a CPU tensor argument; returns what the kernel receives. As on CUDA, only 0-dim CPU
+  // tensors (scalars) may be mixed with foo tensors, unless `any_shape` (CPU index tensors, for
+  // example); none may be written to. A scalar is passed by value, as a kernel argument on CUDA: the
+  // kernel gets a copy, so a queued kernel does not see later changes to it.
+  at::Tensor hostInput(const at::Tensor& cpu_tensor, bool any_shape, bool mutated);
   // The device of an operator without foo tensor arguments (a factory op's `device=`).
   void targetDevice(c10::Device device);
 
@@ -44,9 +58,30 @@ class HostKernelCall {
       kernel();
     });
   }
+  // Runs a kernel that only computes metadata (a view's) at once, without waiting for the stream.
+  template <class Kernel>
+  void runMetadataOnly(Kernel&& kernel) {
+    prepare();
+    RedirectHostAllocations redirect(device_);
+    kernel();
+  }
 
-  // Writes back changes the kernel made to arguments' metadata or storage (an out= resize).
-  void syncArguments();
+  // The call's signature: tensor arguments join it as they are registered; the caller adds the others.
+  LaunchSignature& signature() { return signature_; }
+  // The plan of an earlier call with this signature, when this call may be queued; else nullptr.
+  std::shared_ptr<LaunchPlan> plan();
+  // A kernel that can be queued: it owns what it uses and appends its results (flattened) to the vector.
+  using QueuedKernel = std::function<void(std::vector<at::Tensor>&)>;
+  // Allocates the outputs `plan` describes, queues `kernel` on the current stream and returns the
+  // outputs (flattened, as the kernel returns them) at once.
+  std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, QueuedKernel kernel);
+  // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
+  // grouped as `structure` says) as the plan for later calls with this signature.
+  void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);
+
+  // Writes back changes the kernel made to arguments' metadata or storage (an out= resize); returns
+  // whether there were any.
+  bool syncArguments();
   // Maps a tensor returned by the kernel to the foo tensor the caller receives. Pass the kernel's
   // result by value (moved): when nothing else holds it, it is turned into the foo tensor in place.
   at::Tensor output(at::Tensor result);
@@ -70,8 +105,10 @@ class HostKernelCall {
   void joinDevice(c10::Device device);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
   at::Tensor wrap(c10::Storage storage, const at::Tensor& like) const;
+  at::Tensor freshOutput(const LaunchPlan::Output& spec) const;
 
   const char* op_name_;
+  LaunchSignature signature_;
   c10::DeviceIndex device_ = -1;
   c10::optional<c10::Device> host_conflict_;
   c10::SmallVector<Alias, 4> aliases_;

@@ -129,7 +129,8 @@ PYBIND11_MODULE(_C, m) {
   // the GIL, is killed inside a destructor, and the process aborts. A device thread releases each
   // graph before it takes the next task, so running one graph without Python objects through every
   // foo device thread (at exit, while Python is alive) guarantees earlier graphs are gone.
-  m.def("_drain_autograd_device_threads", [] {
+  // Then every stream finishes its queued kernels, so none runs while the process tears down.
+  m.def("_finish_work_at_exit", [] {
     if (!fooIsInitialized()) return;
     const pybind11::gil_scoped_release no_gil;
     for (int d = 0; d < deviceCount(); ++d) {
@@ -137,5 +138,6 @@ PYBIND11_MODULE(_C, m) {
       leaf.requires_grad_(true);
       leaf.sum().backward();
     }
+    for (int d = 0; d < deviceCount(); ++d) fooDeviceSynchronize(d);  // errors of abandoned work stay unreported
   });
 }

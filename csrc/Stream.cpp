@@ -82,6 +82,7 @@ void launchKernelAsync(c10::DeviceIndex device, std::function<void()> kernel) {
       launch);
   if (error != fooSuccess) delete launch;
   FOO_CHECK(error);
+  if (fooLaunchBlocking()) checkAsyncErrors(device);  // it ran inline: its error belongs to this call
 }
 
 }  // namespace foo

@@ -46,7 +46,7 @@ void launchKernel(c10::DeviceIndex device, Kernel&& kernel) {
 // Queues `kernel()` on `device`'s current stream and returns at once. The kernel must own (capture by
 // value) every tensor it touches, which also keeps their memory from being reused before it runs. An
 // exception it throws is raised by the next synchronization of the device, as CUDA reports
-// asynchronous errors.
+// asynchronous errors (with FOO_LAUNCH_BLOCKING=1, it runs inline and raises at once).
 void launchKernelAsync(c10::DeviceIndex device, std::function<void()> kernel);
 
 // True on a stream's worker thread, inside a kernel queued by launchKernelAsync: such code must not

@@ -199,7 +199,7 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _multiprocessing.register_reductions()
-    atexit.register(_C._drain_autograd_device_threads)
+    atexit.register(_C._finish_work_at_exit)
 
 
 _register()

@@ -153,3 +153,136 @@ def test_record_stream_delays_reuse_until_the_other_stream_is_done():
     del y
     reused = [torch.empty(N, device="foo") for _ in range(2)]
     assert ptr in {t.data_ptr() for t in reused}
+
+
+# ---- Operators: queued once their outputs' shapes are known (csrc/LaunchPlan.h) -----------------------
+
+def _warm(fn):
+    """Runs fn once: the first call of a signature runs synchronously and learns its outputs' metadata."""
+    fn()
+    torch.foo.synchronize()
+
+
+def test_operators_are_queued_behind_a_long_kernel():
+    x = torch.randn(64, 32, device="foo")
+    w = torch.randn(16, 32, device="foo")
+    step = lambda: torch.nn.functional.linear(x, w).relu().sum(0)  # noqa: E731
+    _warm(step)
+    torch.foo._sleep(LONG)
+    result = step()
+    assert not torch.foo.current_stream().query()  # the host returned; the kernels wait behind the sleep
+    assert result.shape == (16,) and result.device.type == "foo"  # metadata is known at once
+    expected = torch.nn.functional.linear(x.cpu(), w.cpu()).relu().sum(0)
+    assert torch.equal(result.cpu(), expected)  # reading it synchronizes
+
+
+def test_a_new_signature_runs_synchronously_first():
+    x = torch.randn(10, device="foo")
+    torch.foo._sleep(LONG // 4)
+    y = x.exp()  # never seen with this signature: runs after the sleep, on the host's time
+    assert torch.foo.current_stream().query()
+    assert torch.equal(y.cpu(), x.cpu().exp())
+
+
+def test_data_dependent_and_host_reading_operators_synchronize():
+    x = torch.tensor([0.0, 1.0, 0.0, 2.0], device="foo")
+    for read in (lambda: x.nonzero(), lambda: x[x > 0], lambda: x.sum().item(), lambda: x.tolist(),
+                 lambda: torch.equal(x, x)):
+        _warm(read)
+        torch.foo._sleep(LONG // 8)
+        read()
+        assert torch.foo.current_stream().query()
+    assert torch.equal(x.nonzero().cpu(), torch.tensor([[1], [3]]))
+
+
+def test_queued_chain_with_freed_intermediates_equals_cpu():
+    def chain(t):
+        for _ in range(6):  # each intermediate is freed while later kernels are still queued
+            t = torch.add(t, 1.0)
+            t = torch.mul(t, 0.5)
+            t = torch.sigmoid(t)
+        return t
+    x = torch.randn(1000)
+    fx = x.to("foo")
+    _warm(lambda: chain(fx))
+    torch.foo._sleep(LONG // 8)
+    result = chain(fx)
+    assert not torch.foo.current_stream().query()
+    assert torch.equal(result.cpu(), chain(x))
+
+
+def test_a_host_scalar_is_read_when_the_kernel_is_launched():
+    x = torch.ones(N, device="foo")
+    scale = torch.tensor(2.0)  # a 0-dim CPU tensor, passed by value as on CUDA
+    _warm(lambda: x * scale)
+    torch.foo._sleep(LONG // 8)
+    y = x * scale
+    scale.fill_(100.0)  # changing it after the launch does not change the queued kernel's result
+    assert torch.equal(y.cpu(), torch.full((N,), 2.0))
+
+
+def test_in_place_and_out_operators_are_queued_in_order():
+    x = torch.zeros(N, device="foo")
+    out = torch.empty(N, device="foo")
+    _warm(lambda: (x.add_(1), torch.mul(x, 3, out=out)))
+    torch.foo._sleep(LONG // 8)
+    for _ in range(5):
+        x.add_(1)
+    torch.mul(x, 3, out=out)
+    assert not torch.foo.current_stream().query()
+    assert torch.equal(out.cpu(), torch.full((N,), 18.0))  # (1 + 5) * 3
+    assert x._version > 0
+
+
+def test_an_error_in_a_queued_kernel_is_raised_by_the_next_synchronization():
+    x = torch.randn(4, 3, device="foo")
+    good = torch.tensor([0, 2], device="foo")
+    _warm(lambda: x.index_select(0, good))
+    bad = torch.tensor([0, 7], device="foo")  # same signature: queued; the index is checked on the device
+    x.index_select(0, bad)
+    try:
+        torch.foo.synchronize()
+        raised = None
+    except RuntimeError as e:
+        raised = str(e)
+    assert raised is not None and "asynchronously" in raised and "foo:0" in raised
+    torch.foo.synchronize()  # reported once; the device stays usable
+    assert torch.equal(x.index_select(0, good).cpu(), x.cpu()[[0, 2]])
+
+
+def test_launch_blocking_raises_a_queued_kernels_error_at_the_call():
+    script = """
+import torch, foo_backend
+x = torch.randn(4, 3, device="foo")
+x.index_select(0, torch.tensor([0, 2], device="foo"))
+try:
+    x.index_select(0, torch.tensor([0, 7], device="foo"))
+    print("no error")
+except (RuntimeError, IndexError) as e:
+    print("raised at the call")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "FOO_LAUNCH_BLOCKING": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "raised at the call"
+
+
+def test_operators_on_a_side_stream_race_without_wait_stream():
+    x = torch.ones(N, device="foo")
+    side = torch.foo.Stream()
+    side.wait_stream(torch.foo.current_stream())
+    _warm(lambda: x.mul_(1))
+    with torch.foo.stream(side):
+        torch.foo._sleep(LONG)
+        x.mul_(5)  # queued on the side stream behind the sleep
+    assert x.sum().item() == N  # the default stream did not wait: the old values
+    torch.foo.current_stream().wait_stream(side)
+    assert x.sum().item() == 5 * N
+
+
+def test_operators_with_data_dependent_shapes_are_never_queued():
+    # unique is tagged dynamic_output_shape: a learnt signature must not fix its output's shape.
+    x = torch.tensor([1.0, 2.0, 3.0], device="foo")
+    _warm(lambda: torch.unique(x))
+    y = torch.unique(torch.tensor([1.0, 1.0, 3.0], device="foo"))
+    assert torch.equal(y.cpu(), torch.tensor([1.0, 3.0]))

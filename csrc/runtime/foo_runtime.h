@@ -78,6 +78,8 @@ typedef void (*fooKernelFn)(void* arg);
 // per device, round-robin, as CUDA's stream pools do.
 fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority);
 fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority);
+// 1 when FOO_LAUNCH_BLOCKING=1 makes every launch run inline.
+int fooLaunchBlocking(void);
 // Queues fn(arg) on the stream, after all work launched on it before. `arg` must stay valid until fn
 // has run, and fn must not throw (it runs on the stream's worker thread).
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg);

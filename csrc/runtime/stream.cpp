@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -42,6 +43,7 @@ struct Task {
 class Stream {
  public:
   void launch(Task task) {
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!worker_started_) {
@@ -50,8 +52,10 @@ class Stream {
       }
       queue_.push_back(task);
       ++submitted_;
+      queued_.store(queue_.size(), std::memory_order_release);
+      wake = worker_sleeping_;
     }
-    work_ready_.notify_one();
+    if (wake) work_ready_.notify_one();
   }
 
   bool idle() {
@@ -62,31 +66,51 @@ class Stream {
   void synchronize() {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = submitted_;
+    ++waiters_;
     work_done_.wait(lock, [&] { return completed_ >= target; });
+    --waiters_;
   }
 
  private:
   void work() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      work_ready_.wait(lock, [&] { return !queue_.empty(); });
+      if (queue_.empty()) {
+        // A host launching small kernels queues the next one within microseconds: polling briefly
+        // before sleeping spares each launch a wake-up (as CUDA's driver spins while it waits).
+        lock.unlock();
+        const auto deadline = std::chrono::steady_clock::now() + kPollBeforeSleeping;
+        while (queued_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::yield();
+        }
+        lock.lock();
+        worker_sleeping_ = true;
+        work_ready_.wait(lock, [&] { return !queue_.empty(); });
+        worker_sleeping_ = false;
+      }
       const Task task = queue_.front();
       queue_.pop_front();
+      queued_.store(queue_.size(), std::memory_order_release);
       lock.unlock();
       task.fn(task.arg);
       lock.lock();
       ++completed_;
-      work_done_.notify_all();
+      if (waiters_ > 0) work_done_.notify_all();
     }
   }
+
+  static constexpr std::chrono::microseconds kPollBeforeSleeping{50};
 
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
   std::deque<Task> queue_;
+  std::atomic<size_t> queued_{0};  // queue_.size(), readable without the lock
   uint64_t submitted_ = 0;
   uint64_t completed_ = 0;
+  int waiters_ = 0;
   bool worker_started_ = false;
+  bool worker_sleeping_ = false;
 };
 
 struct DeviceStreams {
@@ -174,6 +198,8 @@ fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority) {
   *priority = stream == 0 ? 0 : kLeastPriority - static_cast<int>((stream - 1) / kStreamsPerPriority);
   return fooSuccess;
 }
+
+int fooLaunchBlocking(void) { return launchBlocking() ? 1 : 0; }
 
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
