@@ -47,3 +47,8 @@ class Subprocesses:
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+
+
+def labelled(out):
+    """{label: the rest of its line}, from a script's output."""
+    return {line.partition(" ")[0]: line.partition(" ")[2] for line in out.splitlines() if line.strip()}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import foo_backend
-from subprocesses import Subprocesses
+from subprocesses import Subprocesses, labelled
 
 
 
@@ -62,11 +62,6 @@ SCRIPTS = {
         {},
     ),
 }
-
-
-def labelled(out):
-    """{label: the rest of its line}, from a script's output."""
-    return {line.partition(" ")[0]: line.partition(" ")[2] for line in out.splitlines() if line.strip()}
 
 
 @pytest.fixture(scope="module")
@@ -384,5 +379,9 @@ def test_accelerator_synchronize_and_memory():
     torch.accelerator.synchronize(1)
     assert x.sum().item() == 1000.0
     for index in range(torch.foo.device_count()):
-        assert torch.accelerator.memory_allocated(index) == torch.foo.memory_allocated(index)
+        # The autograd engine's device threads free a finished graph's tensors moments after backward
+        # returns (as with CUDA): memory can only go down between the reads.
+        before = torch.foo.memory_allocated(index)
+        via_accelerator = torch.accelerator.memory_allocated(index)
+        assert before >= via_accelerator >= torch.foo.memory_allocated(index)
     assert torch.accelerator.memory_allocated(1) >= 4000

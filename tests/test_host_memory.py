@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import foo_backend  # noqa: F401
-from subprocesses import Subprocesses
+from subprocesses import Subprocesses, labelled
 
 # Each script prints "label values..." lines; see labelled().
 SCRIPTS = {
@@ -73,11 +73,6 @@ SCRIPTS = {
         {},
     ),
 }
-
-
-def labelled(out):
-    """{label: the rest of its line}, from a script's output."""
-    return {line.partition(" ")[0]: line.partition(" ")[2] for line in out.splitlines() if line.strip()}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import gc
 import pytest
 import torch
 
-from subprocesses import Subprocesses
+from subprocesses import Subprocesses, labelled
 
 MiB = 1 << 20
 
@@ -123,11 +123,6 @@ def subprocesses():
     procs = Subprocesses(SCRIPTS)
     yield procs
     procs.close()
-
-
-def labelled(out):
-    """{label: the rest of its line}, from a script's output."""
-    return {line.partition(" ")[0]: line.partition(" ")[2] for line in out.splitlines() if line.strip()}
 
 
 @pytest.fixture(autouse=True)
