@@ -77,7 +77,7 @@ class DeviceCache {
     const bool small = size <= kSmallSize;
     Pool& pool = small ? small_pool_ : large_pool_;
     Block* block = takeCached(pool, size, small, stream);
-    if (block == nullptr) block = newSegment(size, small);
+    if (block == nullptr) block = newSegment(size, small, stream);
     if (block == nullptr && !onStreamWorker()) {
       // Give cached segments back to the device and retry once, as CUDA's allocator does. Queued work
       // may still use them, so the device finishes it first (without the lock: that work may allocate).
@@ -88,10 +88,9 @@ class DeviceCache {
       processEvents();
       releaseCachedSegments();
       block = takeCached(pool, size, small, stream);
-      if (block == nullptr) block = newSegment(size, small);
+      if (block == nullptr) block = newSegment(size, small, stream);
     }
     if (block == nullptr) raiseOutOfMemory(requested);
-    block->stream = stream;
     const size_t remaining = block->size - size;
     if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
       Block* rest = newBlock(remaining, block->ptr + size, small, stream);
@@ -276,7 +275,7 @@ class DeviceCache {
   }
 
   // A fresh segment from the device, or nullptr when the device (or the memory limit) has no room.
-  Block* newSegment(size_t size, bool small) {
+  Block* newSegment(size_t size, bool small, fooStream_t stream) {
     const size_t bytes = segmentSize(size);
     void* ptr = nullptr;
     const fooError_t error = reserved() + bytes <= limit_ ? fooMalloc(device_, &ptr, bytes) : fooErrorMemoryAllocation;
@@ -285,7 +284,7 @@ class DeviceCache {
     stats_.num_device_alloc += 1;
     updateStat(stats_.segment, small, 1);
     updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
-    return newBlock(bytes, static_cast<char*>(ptr), small, 0);
+    return newBlock(bytes, static_cast<char*>(ptr), small, stream);
   }
 
   [[noreturn]] void raiseOutOfMemory(size_t requested) {

@@ -33,9 +33,7 @@ class KernelLaunch {
   explicit KernelLaunch(const char* op) : call_(op) {}
 
   at::Tensor operator()(const at::Tensor& t) {
-    if (!kOnFoo) return t;
-    if (isFoo(t)) return call_.input(t);
-    return call_.hostInput(t, /*any_shape=*/false, /*mutated=*/false);  // raises at run(): mixed devices
+    return kOnFoo ? call_.argument(t) : t;  // a host tensor raises at run(): mixed devices
   }
   std::vector<at::Tensor> operator()(at::TensorList ts) {
     std::vector<at::Tensor> out;

@@ -13,12 +13,6 @@ bool isMutable(const c10::Argument& argument) {
   return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
-at::Tensor mapTensor(HostKernelCall& call, at::Tensor t, bool mutated, bool any_shape) {
-  if (!t.defined()) return t;
-  if (isFoo(t)) return call.input(std::move(t));
-  return call.hostInput(t, any_shape, mutated);
-}
-
 bool isGeneratorArgument(const c10::Argument& argument) {
   const c10::TypePtr& type = argument.type();
   return type->kind() == c10::TypeKind::OptionalType &&
@@ -34,19 +28,18 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
       generator = &arg;  // mapped below, once the device is known
       call.signature().forbid();  // generator state is read by the host
     } else if (arg.isTensor()) {
-      if (!arg.toTensor().defined()) call.signature().undefinedTensor();
-      arg = mapTensor(call, std::move(arg).toTensor(), isMutable(arguments[i]), false);
+      arg = call.argument(std::move(arg).toTensor(), isMutable(arguments[i]));
     } else if (arg.isTensorList()) {
       const bool mutated = isMutable(arguments[i]);
       c10::List<at::Tensor> mapped;
       call.signature().add(static_cast<int64_t>(arg.toTensorList().size()));
-      for (const at::Tensor& t : arg.toTensorList()) mapped.push_back(mapTensor(call, t, mutated, false));
+      for (const at::Tensor& t : arg.toTensorList()) mapped.push_back(call.argument(t, mutated));
       arg = std::move(mapped);
     } else if (arg.isOptionalTensorList()) {
       // Tensor?[] holds indices; CUDA accepts CPU index tensors there, so do we.
       c10::List<std::optional<at::Tensor>> mapped;
       for (const std::optional<at::Tensor> t : arg.toOptionalTensorList())
-        mapped.push_back(t ? std::optional<at::Tensor>(mapTensor(call, *t, false, true)) : std::nullopt);
+        mapped.push_back(t ? std::optional<at::Tensor>(call.argument(*t, false, /*any_shape=*/true)) : std::nullopt);
       arg = std::move(mapped);
       call.signature().forbid();  // boolean masks make output shapes depend on values
     } else if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {

@@ -46,25 +46,16 @@ struct HostArg {
   }
 };
 
-at::Tensor hostTensor(HostKernelCall& call, const at::Tensor& t, bool mutated) {
-  if (!t.defined()) {
-    call.signature().undefinedTensor();
-    return t;
-  }
-  if (isFoo(t)) return call.input(t);
-  return call.hostInput(t, /*any_shape=*/false, mutated);
-}
-
 template <>
 struct HostArg<const at::Tensor&> {
   using type = at::Tensor;
-  static at::Tensor convert(HostKernelCall& call, const at::Tensor& t) { return hostTensor(call, t, false); }
+  static at::Tensor convert(HostKernelCall& call, const at::Tensor& t) { return call.argument(t); }
 };
 
 template <>
 struct HostArg<at::Tensor&> {
   using type = at::Tensor;
-  static at::Tensor convert(HostKernelCall& call, at::Tensor& t) { return hostTensor(call, t, true); }
+  static at::Tensor convert(HostKernelCall& call, at::Tensor& t) { return call.argument(t, /*mutated=*/true); }
 };
 
 template <>
@@ -72,7 +63,7 @@ struct HostArg<const std::optional<at::Tensor>&> {
   using type = std::optional<at::Tensor>;
   static std::optional<at::Tensor> convert(HostKernelCall& call, const std::optional<at::Tensor>& t) {
     if (!t) call.signature().undefinedTensor();
-    return t ? std::optional<at::Tensor>(hostTensor(call, *t, false)) : std::nullopt;
+    return t ? std::optional<at::Tensor>(call.argument(*t)) : std::nullopt;
   }
 };
 

@@ -27,7 +27,14 @@ struct OutputHint {
   size_t nbytes;
   bool taken = false;
 };
-thread_local c10::SmallVector<OutputHint, 4>* t_output_hints = nullptr;
+using OutputHints = c10::SmallVector<OutputHint, 4>;
+thread_local OutputHints* t_output_hints = nullptr;
+
+// Offers `hints` to this thread's allocations while it lives.
+struct OfferOutputHints {
+  explicit OfferOutputHints(OutputHints& hints) { t_output_hints = &hints; }
+  ~OfferOutputHints() { t_output_hints = nullptr; }
+};
 
 void keepOutput(void*) {}  // an output's memory belongs to its foo storage
 
@@ -176,9 +183,22 @@ void HostKernelCall::joinDevice(c10::Device device) {
   }
 }
 
-at::Tensor HostKernelCall::input(const at::Tensor& t) { return addInput(c10::MaybeOwned<at::Tensor>::borrowed(t)); }
+at::Tensor HostKernelCall::argument(const at::Tensor& t, bool mutated, bool any_shape) {
+  return addArgument(c10::MaybeOwned<at::Tensor>::borrowed(t), mutated, any_shape);
+}
 
-at::Tensor HostKernelCall::input(at::Tensor&& t) { return addInput(c10::MaybeOwned<at::Tensor>::owned(std::move(t))); }
+at::Tensor HostKernelCall::argument(at::Tensor&& t, bool mutated, bool any_shape) {
+  return addArgument(c10::MaybeOwned<at::Tensor>::owned(std::move(t)), mutated, any_shape);
+}
+
+at::Tensor HostKernelCall::addArgument(c10::MaybeOwned<at::Tensor> t, bool mutated, bool any_shape) {
+  if (!t->defined()) {
+    signature_.undefinedTensor();
+    return *t;
+  }
+  if (isFoo(*t)) return addInput(std::move(t));
+  return hostInput(*t, any_shape, mutated);
+}
 
 at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
   joinDevice(t->device());
@@ -287,19 +307,15 @@ std::vector<at::Tensor> HostKernelCall::launch(std::shared_ptr<LaunchPlan> plan,
   launchKernelAsync(device_, [plan = std::move(plan), kernel = std::move(kernel), views = std::move(fresh_views),
                               keys = c10::impl::tls_local_dispatch_key_set(), op = op_name_] {
     c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys);
-    c10::SmallVector<OutputHint, 4> hints;
+    OutputHints hints;
     for (const at::Tensor& view : views)
       if (view.defined() && view.storage().nbytes() > 0) hints.push_back({view.storage().mutable_data(), view.storage().nbytes()});
     std::vector<at::Tensor> results;
     results.reserve(views.size());
-    t_output_hints = &hints;
-    try {
+    {
+      OfferOutputHints offer(hints);
       kernel(results);
-    } catch (...) {
-      t_output_hints = nullptr;
-      throw;
     }
-    t_output_hints = nullptr;
     bool matches = results.size() == views.size();
     for (size_t i = 0; matches && i < views.size(); ++i)
       matches = !views[i].defined() || (results[i].defined() && sameMetadata(results[i], plan->outputs[i]));

@@ -35,15 +35,14 @@ class HostKernelCall {
   HostKernelCall(const HostKernelCall&) = delete;
   HostKernelCall& operator=(const HostKernelCall&) = delete;
 
-  // Registers a foo tensor argument; returns its kernel view. The lvalue overload borrows the
-  // argument, which the caller keeps alive for the whole call; the rvalue one takes it over.
-  at::Tensor input(const at::Tensor& foo_tensor);
-  at::Tensor input(at::Tensor&& foo_tensor);
-  // Registers a CPU tensor argument; returns what the kernel receives. As on CUDA, only 0-dim CPU
-  // tensors (scalars) may be mixed with foo tensors, unless `any_shape` (CPU index tensors, for
-  // example); none may be written to. A scalar is passed by value, as a kernel argument on CUDA: the
-  // kernel gets a copy, so a queued kernel does not see later changes to it.
-  at::Tensor hostInput(const at::Tensor& cpu_tensor, bool any_shape, bool mutated);
+  // Registers a tensor argument (it joins the call's signature) and returns what the kernel receives:
+  // a foo tensor's kernel view, or a host tensor. As on CUDA, only 0-dim CPU tensors (scalars) may be
+  // mixed with foo tensors, unless `any_shape` (CPU index tensors, for example); none may be written
+  // to (`mutated`). A scalar is passed by value, as a kernel argument on CUDA: the kernel gets a copy,
+  // so a queued kernel does not see later changes to it. The lvalue overload borrows a foo argument,
+  // which the caller keeps alive for the whole call; the rvalue one takes it over.
+  at::Tensor argument(const at::Tensor& t, bool mutated = false, bool any_shape = false);
+  at::Tensor argument(at::Tensor&& t, bool mutated = false, bool any_shape = false);
   // The device of an operator without foo tensor arguments (a factory op's `device=`).
   void targetDevice(c10::Device device);
 
@@ -100,7 +99,9 @@ class HostKernelCall {
     c10::StorageImpl* view_storage;
   };
 
+  at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, bool mutated, bool any_shape);
   at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  at::Tensor hostInput(const at::Tensor& cpu_tensor, bool any_shape, bool mutated);
   void prepare();
   void joinDevice(c10::Device device);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);

@@ -41,6 +41,12 @@ void LaunchSignature::tensor(const at::Tensor& t, size_t slot, size_t storage_sl
 
 void LaunchSignature::add(double value) { word(kDouble, bitsOf(value)); }
 
+template <class T>
+void LaunchSignature::addList(const c10::List<T>& values) {
+  word(kList, static_cast<int64_t>(values.size()));
+  for (T v : values) add(v);
+}
+
 void LaunchSignature::add(const c10::SymInt& value) {
   if (value.is_heap_allocated()) {
     forbid();
@@ -104,15 +110,11 @@ void LaunchSignature::add(const c10::IValue& value) {
   } else if (value.isString()) {
     add(std::string_view(value.toStringRef()));
   } else if (value.isIntList()) {
-    add(c10::IntArrayRef(value.toIntVector()));
+    addList(value.toIntList());
   } else if (value.isDoubleList()) {
-    const c10::List<double> list = value.toDoubleList();
-    word(kList, static_cast<int64_t>(list.size()));
-    for (double v : list) add(v);
+    addList(value.toDoubleList());
   } else if (value.isBoolList()) {
-    const c10::List<bool> list = value.toBoolList();
-    word(kList, static_cast<int64_t>(list.size()));
-    for (bool v : list) add(v);
+    addList(value.toBoolList());
   } else if (value.isDevice()) {
     word(kDevice, static_cast<int64_t>(value.toDevice().type()) << 16 | (value.toDevice().index() + 1));
   } else {

@@ -67,6 +67,8 @@ class LaunchSignature {
 
  private:
   enum Tag : int64_t { kUndefined = 1, kTensor, kNone, kInt, kBool, kDouble, kComplex, kList, kString, kDevice, kHostScalar };
+  template <class T>
+  void addList(const c10::List<T>& values);
   void word(int64_t tag) { words_.push_back(tag); }
   void word(int64_t tag, int64_t value) {
     words_.push_back(tag);

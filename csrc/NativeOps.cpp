@@ -69,10 +69,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const c10::DeviceIndex device = isFoo(src) ? src.device().index() : dst.device().index();
   const bool host_side = !isFoo(src) || !isFoo(dst);
   const at::Tensor& host = isFoo(src) ? dst : src;
-  bool async = !host_side && src.device() == dst.device();
-  if (host_side) {
-    async = non_blocking && isPinned(host.storage().data());
-  } else if (!async) {
+  const bool async = host_side ? non_blocking && isPinned(host.storage().data()) : src.device() == dst.device();
+  if (!host_side && !async) {
     // The other device's queued work may still use its tensor.
     const c10::DeviceIndex other = dst.device().index();
     synchronizeStream(other, currentStream(other));

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from subprocesses import Subprocesses
+from subprocesses import Subprocesses, labelled
 
 MSG = "Cannot re-initialize foo in forked subprocess"
 
@@ -249,11 +249,6 @@ def spawn_child(t, view, param, frozen, leaf, cpu_tensor, to_child, from_child):
     from_child.put(sent_back)
     from_child.put(queued)
 '''
-
-
-def labelled(out):
-    """{label: the rest of its line}, from a script's output."""
-    return {line.partition(" ")[0]: line.partition(" ")[2] for line in out.splitlines() if line.strip()}
 
 
 @pytest.fixture(scope="module")
