@@ -2,6 +2,7 @@
 // engine's device threads) talks to the foo runtime.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "CachingAllocator.h"
 #include "Common.h"
 #include "Stream.h"
 
@@ -72,6 +73,22 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(foo::deviceCount()); }
+
+  // foo allocates every dtype CPU does, except the quantized ones (foo tensors are strided only).
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    checkDeviceIndex(indexOf(d));
+    c10::DeviceCapability capability;
+    for (c10::ScalarTypeIndex quantized : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32,
+                                           c10::kIndex_QUInt4x2, c10::kIndex_QUInt2x4}) {
+      capability.capability_data.capability_bits &= ~(uint64_t{1} << quantized);
+    }
+    return capability;
+  }
+
+  // Streams that autograd and futures report as users of a tensor reach the caching allocator.
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+    cachingAllocator().recordStream(data_ptr, stream);
+  }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {

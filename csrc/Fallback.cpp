@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include "Fallback.h"
 #include "Generator.h"
 #include "HostKernel.h"
 
@@ -141,7 +142,7 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torc
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
   const auto cpu_kernel = [&] {
     try {
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+      op.redispatchBoxed(call.cpuKernelKeys(), stack);
     } catch (const c10::NotImplementedError&) {
       TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
                                   "Could not run '", schema.name(), "' with arguments from the 'foo' backend: ",
@@ -172,16 +173,42 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
 }
 
-// These operators have generic composite kernels that PrivateUse1 would get ahead of the fallback;
-// CPU's dedicated kernels are more precise (reduced-precision dtypes), the composite only accepts CPU
-// and CUDA tensors, or it calls an out= kernel that resizes and warns (the reduced losses). Routing
-// them to the fallback runs CPU's kernels, so results equal CPU's.
+// Nested tensors on foo (nn.TransformerEncoder's fast path makes them) run CPU's nested kernels.
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+}
+
+// Composite-only operators whose composite cannot run on foo tensors: it checks for CPU or CUDA tensors
+// (mode), or calls a CPU-only DispatchStub (kaiser_window). Through the fallback they run the
+// composite on kernel views, as CPU runs it.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* op : {"native_layer_norm", "native_group_norm", "addr", "addr_", "addr.out", "mode.values",
-                         "narrow_copy", "_stack", "_stack.out", "all.dims_out", "any.dims_out", "linalg__powsum", "mse_loss", "smooth_l1_loss"}) {
+  for (const char* op : {"addr_", "mode.values", "kaiser_window", "kaiser_window.periodic", "kaiser_window.beta"}) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
   }
 }
 
+bool hasCompositeKernel(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+}
+
 }  // namespace
+
+void routeCompositeOperatorsToCpuKernels() {
+  // Deliberately never destroyed: the registrations live as long as the process.
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
+    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) || !hasCompositeKernel(*op)) {
+      continue;
+    }
+    const std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    library->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+  }
+}
+
 }  // namespace foo

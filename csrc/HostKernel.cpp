@@ -1,5 +1,6 @@
 #include "HostKernel.h"
 
+#include <ATen/NestedTensorImpl.h>
 #include <ATen/core/TensorBody.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
@@ -105,7 +106,7 @@ class ViewPool {
     return view;
   }
   void give(at::Tensor&& view) {
-    if (free_.size() < kCapacity && view.use_count() == 1 && view.storage().use_count() == 1) {
+    if (free_.size() < kCapacity && !view.is_nested() && view.use_count() == 1 && view.storage().use_count() == 1) {
       free_.push_back(std::move(view));
     }
   }
@@ -202,6 +203,19 @@ at::Tensor HostKernelCall::addArgument(c10::MaybeOwned<at::Tensor> t, bool mutat
 
 at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
   joinDevice(t->device());
+  if (t->is_nested()) {
+    // A CPU nested tensor over the kernel view of the buffer. Nested tensors' shapes are values of
+    // their metadata tensors: such calls always run synchronously.
+    nested_ = true;
+    signature_.forbid();
+    const at::native::NestedTensorImpl& nested = *at::native::get_nested_tensor_impl(*t);
+    at::Tensor view = at::detail::make_tensor<at::native::NestedTensorImpl>(
+        kernelView(nested.get_unsafe_storage_as_tensor()), nested.get_nested_sizes(), nested.get_nested_strides(),
+        nested.get_storage_offsets());
+    c10::StorageImpl* view_storage_impl = view.storage().unsafeGetStorageImpl();
+    aliases_.push_back({std::move(t), view, view_storage_impl});
+    return view;
+  }
   c10::TensorImpl* impl = t->unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   c10::Storage view_storage;
@@ -355,7 +369,7 @@ void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<i
       if (spec.kind == LaunchPlan::Output::kUndefined) {
         // Only memory the kernel allocated itself, one storage per output, can be allocated in advance.
         const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
-        if (r.layout() != c10::kStrided || !isKernelViewDataPtr(storage->data_ptr()) ||
+        if (r.layout() != c10::kStrided || r.is_nested() || !isKernelViewDataPtr(storage->data_ptr()) ||
             std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
           return;
         }
@@ -408,6 +422,7 @@ bool HostKernelCall::syncArguments() {
   for (Alias& a : aliases_) {
     c10::TensorImpl* view = a.view.unsafeGetTensorImpl();
     c10::TensorImpl* foo_impl = a.foo->unsafeGetTensorImpl();
+    if (view->is_nested()) continue;  // nested kernels change values only, never metadata
     c10::StorageImpl* view_storage = view->storage().unsafeGetStorageImpl();
     if (view_storage != a.view_storage) {
       foo_impl->set_storage_keep_dtype(fooStorageFor(view->storage()));
@@ -440,6 +455,15 @@ at::Tensor HostKernelCall::output(at::Tensor result) {
   c10::TensorImpl* impl = result.unsafeGetTensorImpl();
   for (const Alias& a : aliases_)
     if (a.view.unsafeGetTensorImpl() == impl) return *a.foo;
+  if (result.is_nested()) {
+    // The buffer becomes a foo tensor; the metadata tensors are copied out of device memory, where the
+    // kernel allocated them, since they belong to the host.
+    const at::native::NestedTensorImpl& nested = *at::native::get_nested_tensor_impl(result);
+    return at::detail::make_tensor<at::native::NestedTensorImpl>(output(nested.get_unsafe_storage_as_tensor()),
+                                                         nested.get_nested_sizes().clone(),
+                                                         nested.get_nested_strides().clone(),
+                                                         nested.get_storage_offsets().clone());
+  }
   TORCH_CHECK(result.layout() == c10::kStrided, op_name_, ": foo supports strided tensors only, the kernel returned ",
               result.layout());
   c10::Storage storage = fooStorageFor(result.storage());

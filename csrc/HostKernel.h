@@ -86,6 +86,10 @@ class HostKernelCall {
   at::Tensor output(at::Tensor result);
 
   c10::DeviceIndex device() const { return device_; }
+  // The dispatch keys of the CPU kernel: nested tensors' when an argument is one.
+  c10::DispatchKeySet cpuKernelKeys() const {
+    return c10::DispatchKeySet(nested_ ? c10::DispatchKey::NestedTensorCPU : c10::DispatchKey::CPU);
+  }
 
  private:
   struct RedirectHostAllocations {
@@ -112,6 +116,7 @@ class HostKernelCall {
   LaunchSignature signature_;
   c10::DeviceIndex device_ = -1;
   c10::optional<c10::Device> host_conflict_;
+  bool nested_ = false;
   c10::SmallVector<Alias, 4> aliases_;
 };
 

@@ -11,6 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/util/OptionalArrayRef.h>
 
 #include <array>
@@ -28,6 +29,9 @@ class LaunchSignature {
   explicit LaunchSignature(const void* op) {
     words_.reserve(48);
     words_.push_back(reinterpret_cast<intptr_t>(op));
+    // The one process-wide setting that changes outputs' metadata: the default dtype (the dtype of an
+    // integer division, or of an integer tensor times a Python float).
+    words_.push_back(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
   }
 
   // A foo tensor argument: `slot` is its position among the call's distinct tensors, `storage_slot`

@@ -7,10 +7,13 @@
 
 #include "CachingAllocator.h"
 #include "Common.h"
+#include "Fallback.h"
 #include "Generator.h"
 #include "Stream.h"
 
 #include <chrono>
+#include <future>
+#include <mutex>
 #include <thread>
 
 namespace foo {
@@ -61,6 +64,7 @@ pybind11::dict hostMemoryStats() {
 PYBIND11_MODULE(_C, m) {
   using namespace foo;
   m.doc() = "foo_backend native extension: the simulated foo runtime and its PyTorch integration";
+  routeCompositeOperatorsToCpuKernels();
 
   m.def("_init", [] {
     FOO_CHECK(fooInit());
@@ -88,6 +92,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", [](int64_t cycles) {
     const c10::DeviceIndex device = currentDevice();
     launchKernelAsync(device, [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });
+  });
+  // Keeps the current stream busy until the returned function is called: "the stream is still busy"
+  // without depending on how fast the host is (tests). A hold never released (or waited for by the
+  // host that holds it: a first call of an operator does) fails after 2 minutes.
+  m.def("_hold_stream", [] {
+    auto release = std::make_shared<std::promise<void>>();
+    std::shared_future<void> released = release->get_future().share();
+    launchKernelAsync(currentDevice(), [released] {
+      TORCH_CHECK(released.wait_for(std::chrono::minutes(2)) == std::future_status::ready,
+                  "foo: a stream held by _hold_stream was never released");
+    });
+    auto once = std::make_shared<std::once_flag>();
+    return pybind11::cpp_function([release, once] { std::call_once(*once, [&] { release->set_value(); }); });
   });
   // Event.elapsed_time for torch.foo.Event, which torch.Event.elapsed_time does not accept as its argument.
   // The ids are torch.Event.event_id: the runtime event behind a recorded event, 0 before its first record.

@@ -2,10 +2,13 @@
 // between host and device or between devices, storage resizing and re-pointing, and the core views
 // (which only rewrite metadata and never touch memory).
 #include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy_ops.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/resize.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
@@ -87,6 +90,18 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     });
     return dst;
   }
+  // As CUDA does, everything a copy can get wrong (shapes, overlap) is checked on the host, so the
+  // call that caused it raises and nothing is queued.
+  at::TensorIteratorConfig()
+      .add_output(dst_view)
+      .add_const_input(src_view)
+      .resize_outputs(false)
+      .check_all_same_dtype(false)
+      .check_all_same_device(false)
+      .build();
+  if (src.is_complex() && !dst.is_complex()) {
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  }
   if (host_side) {
     recordPinnedUse(host.storage().data_ptr(),
                     c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(currentStream(device))));
@@ -158,6 +173,36 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
   cachingAllocator().recordStream(self.storage().data_ptr(), stream);
 }
 
+// CPU's native_dropout draws from CPU's default generator: it takes no generator argument. foo's takes
+// the same steps on foo tensors, so its mask comes from bernoulli_ with the device's foo generator: for
+// the same seed it equals CPU's, and seeding foo alone reproduces it.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  if (input.numel() == 0) return {input, at::empty_like(input)};
+  const c10::TensorOptions bool_options = input.options().dtype(at::kBool);
+  if (!train.value_or(true)) return {input.clone(), at::ones_like(input, bool_options)};
+  const double keep = 1. - p;
+  const double scale = keep == 0 ? 0. : 1. / keep;  // p == 1 drops everything, without dividing by zero
+  at::Tensor mask = at::empty_like(input, bool_options);
+  mask.bernoulli_(keep);
+  return {input.mul(mask).mul_(scale), mask};
+}
+
+// Whether `from`'s data can replace `self`'s (Tensor.data = ..., which Module.to uses to keep Parameter
+// objects across devices). PyTorch counts only its own devices' dense tensors as interchangeable; a
+// dense foo tensor is as interchangeable with a dense CPU tensor as a CUDA one is.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense = [](c10::DispatchKeySet keys) {
+    return keys.has(c10::DispatchKey::Dense) &&
+           keys.has_any(c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit}));
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense(self.key_set()) && dense(from.key_set()));
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+}
+
 // Conjugate and negative views reach the copy kernel as they are: the CPU copy on kernel views
 // resolves them, exactly as CUDA's copy does (materialising them first would recurse into copy).
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
@@ -181,6 +226,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("native_dropout", TORCH_FN(native_dropout));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));

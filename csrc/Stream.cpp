@@ -1,6 +1,11 @@
 #include "Stream.h"
 
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <memory>
 #include <mutex>
@@ -60,19 +65,51 @@ void synchronizeDevice(c10::DeviceIndex device) {
 
 bool onStreamWorker() { return t_on_stream_worker; }
 
+namespace {
+
+// The per-thread settings that change what a CPU kernel computes: its intra-op thread count (which
+// decides how reductions and matmuls split their work) and, on x86, whether denormals are flushed
+// (torch.set_flush_denormal). A queued kernel runs with those of the thread that launched it.
+struct KernelThreadSettings {
+  int num_threads;
+  unsigned denormal_flags;
+
+  static KernelThreadSettings current() { return {at::get_num_threads(), denormalFlags()}; }
+
+  // Makes them this thread's; cheap when they already are.
+  void apply() const {
+    if (at::get_num_threads() != num_threads) at::set_num_threads(num_threads);
+#if defined(__x86_64__)
+    if (denormalFlags() != denormal_flags) _mm_setcsr((_mm_getcsr() & ~kDenormalBits) | denormal_flags);
+#endif
+  }
+
+ private:
+#if defined(__x86_64__)
+  static constexpr unsigned kDenormalBits = 0x8040;  // MXCSR flush-to-zero and denormals-are-zero
+  static unsigned denormalFlags() { return _mm_getcsr() & kDenormalBits; }
+#else
+  static unsigned denormalFlags() { return 0; }
+#endif
+};
+
+}  // namespace
+
 void launchKernelAsync(c10::DeviceIndex device, std::function<void()> kernel) {
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   struct Launch {
     std::function<void()> kernel;
     c10::DeviceIndex device;
+    KernelThreadSettings settings;
   };
-  auto* launch = new Launch{std::move(kernel), device};
+  auto* launch = new Launch{std::move(kernel), device, KernelThreadSettings::current()};
   const fooError_t error = fooLaunchKernel(
       device, currentStream(device),
       [](void* arg) {
         std::unique_ptr<Launch> owned(static_cast<Launch*>(arg));
         t_on_stream_worker = true;
         try {
+          owned->settings.apply();
           owned->kernel();
         } catch (...) {
           detail::recordAsyncError(owned->device, std::current_exception());

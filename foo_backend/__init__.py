@@ -5,6 +5,7 @@ device on the PrivateUse1 dispatch key and installs this module as ``torch.foo``
 ``torch.cuda``. Like CUDA, foo is initialised lazily, on first use.
 """
 import atexit
+import contextlib
 import sys
 import threading
 from typing import Any
@@ -184,6 +185,21 @@ def _sleep(cycles: int) -> None:
     """As ``torch.cuda._sleep``: keep the current stream busy for ``cycles`` cycles of a 1 GHz device."""
     _lazy_init()
     _C._sleep(cycles)
+
+
+@contextlib.contextmanager
+def _hold_stream(stream=None):
+    """Keep ``stream`` (default: the current stream) busy until the ``with`` block ends: work queued on
+    it waits behind the hold, however fast or slow the host is. For tests of asynchronous behaviour,
+    where a device sleep would make "still running" depend on the machine's load. Yields the function
+    that releases the hold early. Nothing in the block may wait for the held stream."""
+    _lazy_init()
+    with StreamContext(stream):
+        release = _C._hold_stream()
+    try:
+        yield release
+    finally:
+        release()
 
 
 def _register() -> None:

@@ -1,7 +1,8 @@
 """Work on a foo stream runs asynchronously, in stream order, as on a GPU (CONTRACT: streams/events,
-non_blocking copies). ``torch.foo._sleep`` is ``torch.cuda._sleep``: a kernel that keeps its stream busy.
-Device sleeps are long (seconds) so that "still running" holds however slow the host is; every test ends
-by synchronizing, so nothing depends on how long they really take."""
+non_blocking copies). Where a test needs "the stream is still busy", ``torch.foo._hold_stream()`` keeps
+the stream busy until the test releases it, so nothing depends on how fast the host is; device sleeps
+(``torch.foo._sleep``, as ``torch.cuda._sleep``) only give work a chance to be reordered where the
+result must be the same either way. Every test ends by synchronizing."""
 import os
 import subprocess
 import sys
@@ -12,15 +13,20 @@ LONG = 1_000_000_000  # cycles of the 1 GHz simulated device: 1 s
 N = 1 << 16
 
 
-def test_host_returns_before_a_long_kernel_ends():
+def _warm(fn):
+    """Runs fn once: the first call of a signature runs synchronously and learns its outputs' metadata."""
+    fn()
+    torch.foo.synchronize()
+
+
+def test_host_returns_before_queued_work_ends():
     s = torch.foo.Stream()
     done = torch.foo.Event()
-    with torch.foo.stream(s):
-        torch.foo._sleep(LONG)
-        done.record()
-    assert not s.query()
-    assert not done.query()
-    assert torch.foo.current_stream().query()  # other streams are not held up
+    with torch.foo._hold_stream(s):
+        done.record(s)
+        assert not s.query()
+        assert not done.query()
+        assert torch.foo.current_stream().query()  # other streams are not held up
     done.synchronize()
     assert done.query() and s.query()
 
@@ -28,9 +34,10 @@ def test_host_returns_before_a_long_kernel_ends():
 def test_stream_order_is_kept_without_synchronizing_in_between():
     src = torch.arange(float(N)).pin_memory()
     dst = torch.zeros(N, device="foo")
-    torch.foo._sleep(LONG // 4)
-    dst.copy_(src, non_blocking=True)
-    result = dst * 2  # same stream: runs after the copy
+    _warm(lambda: dst * 2)  # a first call would wait for the stream
+    with torch.foo._hold_stream():
+        dst.copy_(src, non_blocking=True)
+        result = dst * 2  # same stream: runs after the copy
     assert torch.equal(result.cpu(), torch.arange(float(N)) * 2)
 
 
@@ -38,11 +45,11 @@ def test_missing_wait_stream_is_a_visible_race():
     src = torch.ones(N).pin_memory()
     dst = torch.zeros(N, device="foo")
     side = torch.foo.Stream()
-    with torch.foo.stream(side):
-        torch.foo._sleep(LONG)
-        dst.copy_(src, non_blocking=True)
-    stale = dst.cpu()  # the default stream does not wait for the side stream
-    assert stale.sum().item() == 0
+    with torch.foo._hold_stream(side):
+        with torch.foo.stream(side):
+            dst.copy_(src, non_blocking=True)
+        stale = dst.cpu()  # the default stream does not wait for the side stream
+        assert stale.sum().item() == 0
     torch.foo.current_stream().wait_stream(side)
     assert dst.cpu().sum().item() == N
 
@@ -51,24 +58,24 @@ def test_wait_event_orders_two_streams():
     x = torch.zeros(N, device="foo")
     y = torch.empty(N, device="foo")
     producer, consumer = torch.foo.Stream(), torch.foo.Stream()
-    with torch.foo.stream(producer):
-        torch.foo._sleep(LONG // 4)
-        x.copy_(torch.full((N,), 3.0).pin_memory(), non_blocking=True)
-        ready = producer.record_event()
-    with torch.foo.stream(consumer):
-        consumer.wait_event(ready)
-        y.copy_(x)  # foo->foo: asynchronous, after the wait
-    assert not consumer.query()
+    with torch.foo._hold_stream(producer):
+        with torch.foo.stream(producer):
+            x.copy_(torch.full((N,), 3.0).pin_memory(), non_blocking=True)
+            ready = producer.record_event()
+        with torch.foo.stream(consumer):
+            consumer.wait_event(ready)
+            y.copy_(x)  # foo->foo: asynchronous, after the wait
+        assert not consumer.query()
     consumer.synchronize()
     assert torch.equal(y.cpu(), torch.full((N,), 3.0))
 
 
 def test_non_blocking_device_to_host_needs_a_synchronize():
     x = torch.full((N,), 5.0, device="foo")
-    torch.foo._sleep(LONG // 2)
-    host = x.to("cpu", non_blocking=True)
-    assert host.is_pinned()
-    assert host.sum().item() != 5.0 * N  # not copied yet: the host must synchronize first
+    with torch.foo._hold_stream():
+        host = x.to("cpu", non_blocking=True)
+        assert host.is_pinned()
+        assert host.sum().item() != 5.0 * N  # not copied yet: the host must synchronize first
     torch.foo.synchronize()
     assert host.sum().item() == 5.0 * N
 
@@ -98,12 +105,12 @@ def test_pinned_source_outlives_a_pending_copy():
     src = torch.full((N,), 4.0).pin_memory()
     ptr = src.data_ptr()
     dst = torch.zeros(N, device="foo")
-    torch.foo._sleep(LONG // 4)
-    dst.copy_(src, non_blocking=True)
-    del src
-    reused = torch.empty(N).pin_memory()  # must not receive the block the pending copy reads
-    assert reused.data_ptr() != ptr
-    reused.fill_(-1.0)
+    with torch.foo._hold_stream():
+        dst.copy_(src, non_blocking=True)
+        del src
+        reused = torch.empty(N).pin_memory()  # must not receive the block the pending copy reads
+        assert reused.data_ptr() != ptr
+        reused.fill_(-1.0)
     assert torch.equal(dst.cpu(), torch.full((N,), 4.0))
 
 
@@ -142,13 +149,13 @@ def test_record_stream_delays_reuse_until_the_other_stream_is_done():
     ptr = x.data_ptr()
     side = torch.foo.Stream()
     side.wait_stream(torch.foo.current_stream())
-    with torch.foo.stream(side):
-        torch.foo._sleep(LONG // 4)
-        x.copy_(torch.ones(N).pin_memory(), non_blocking=True)  # x is still in use on the side stream
-    x.record_stream(side)
-    del x
-    y = torch.empty(N, device="foo")
-    assert y.data_ptr() != ptr
+    with torch.foo._hold_stream(side):
+        with torch.foo.stream(side):
+            x.copy_(torch.ones(N).pin_memory(), non_blocking=True)  # x is still in use on the side stream
+        x.record_stream(side)
+        del x
+        y = torch.empty(N, device="foo")
+        assert y.data_ptr() != ptr
     side.synchronize()
     del y
     reused = [torch.empty(N, device="foo") for _ in range(2)]
@@ -157,21 +164,15 @@ def test_record_stream_delays_reuse_until_the_other_stream_is_done():
 
 # ---- Operators: queued once their outputs' shapes are known (csrc/LaunchPlan.h) -----------------------
 
-def _warm(fn):
-    """Runs fn once: the first call of a signature runs synchronously and learns its outputs' metadata."""
-    fn()
-    torch.foo.synchronize()
-
-
 def test_operators_are_queued_behind_a_long_kernel():
     x = torch.randn(64, 32, device="foo")
     w = torch.randn(16, 32, device="foo")
     step = lambda: torch.nn.functional.linear(x, w).relu().sum(0)  # noqa: E731
     _warm(step)
-    torch.foo._sleep(LONG)
-    result = step()
-    assert not torch.foo.current_stream().query()  # the host returned; the kernels wait behind the sleep
-    assert result.shape == (16,) and result.device.type == "foo"  # metadata is known at once
+    with torch.foo._hold_stream():
+        result = step()
+        assert not torch.foo.current_stream().query()  # the host returned; the kernels wait behind the hold
+        assert result.shape == (16,) and result.device.type == "foo"  # metadata is known at once
     expected = torch.nn.functional.linear(x.cpu(), w.cpu()).relu().sum(0)
     assert torch.equal(result.cpu(), expected)  # reading it synchronizes
 
@@ -205,9 +206,9 @@ def test_queued_chain_with_freed_intermediates_equals_cpu():
     x = torch.randn(1000)
     fx = x.to("foo")
     _warm(lambda: chain(fx))
-    torch.foo._sleep(LONG // 8)
-    result = chain(fx)
-    assert not torch.foo.current_stream().query()
+    with torch.foo._hold_stream():
+        result = chain(fx)
+        assert not torch.foo.current_stream().query()
     assert torch.equal(result.cpu(), chain(x))
 
 
@@ -215,9 +216,9 @@ def test_a_host_scalar_is_read_when_the_kernel_is_launched():
     x = torch.ones(N, device="foo")
     scale = torch.tensor(2.0)  # a 0-dim CPU tensor, passed by value as on CUDA
     _warm(lambda: x * scale)
-    torch.foo._sleep(LONG // 8)
-    y = x * scale
-    scale.fill_(100.0)  # changing it after the launch does not change the queued kernel's result
+    with torch.foo._hold_stream():
+        y = x * scale
+        scale.fill_(100.0)  # changing it after the launch does not change the queued kernel's result
     assert torch.equal(y.cpu(), torch.full((N,), 2.0))
 
 
@@ -225,11 +226,11 @@ def test_in_place_and_out_operators_are_queued_in_order():
     x = torch.zeros(N, device="foo")
     out = torch.empty(N, device="foo")
     _warm(lambda: (x.add_(1), torch.mul(x, 3, out=out)))
-    torch.foo._sleep(LONG // 8)
-    for _ in range(5):
-        x.add_(1)
-    torch.mul(x, 3, out=out)
-    assert not torch.foo.current_stream().query()
+    with torch.foo._hold_stream():
+        for _ in range(5):
+            x.add_(1)
+        torch.mul(x, 3, out=out)
+        assert not torch.foo.current_stream().query()
     assert torch.equal(out.cpu(), torch.full((N,), 18.0))  # (1 + 5) * 3
     assert x._version > 0
 
@@ -272,10 +273,10 @@ def test_operators_on_a_side_stream_race_without_wait_stream():
     side = torch.foo.Stream()
     side.wait_stream(torch.foo.current_stream())
     _warm(lambda: x.mul_(1))
-    with torch.foo.stream(side):
-        torch.foo._sleep(LONG)
-        x.mul_(5)  # queued on the side stream behind the sleep
-    assert x.sum().item() == N  # the default stream did not wait: the old values
+    with torch.foo._hold_stream(side):
+        with torch.foo.stream(side):
+            x.mul_(5)  # queued on the side stream behind the hold
+        assert x.sum().item() == N  # the default stream did not wait: the old values
     torch.foo.current_stream().wait_stream(side)
     assert x.sum().item() == 5 * N
 
@@ -286,3 +287,148 @@ def test_operators_with_data_dependent_shapes_are_never_queued():
     _warm(lambda: torch.unique(x))
     y = torch.unique(torch.tensor([1.0, 1.0, 3.0], device="foo"))
     assert torch.equal(y.cpu(), torch.tensor([1.0, 3.0]))
+
+
+# ---- What CUDA checks on the host is checked at the call, before anything is queued -----------------
+
+def _bad_copies():
+    """(name, destination, source, the copy), one per way a copy can be queued."""
+    side = torch.foo.Stream()
+
+    def on_side(dst, src):
+        with torch.foo.stream(side):
+            dst.copy_(src)
+
+    def queued(dst, src):
+        dst.copy_(src, non_blocking=True)
+
+    dst, wide = torch.full((2, 3), 7.0, device="foo"), torch.ones(5, device="foo")
+    return [
+        ("same stream", dst, wide, torch.Tensor.copy_),
+        ("side stream", dst, wide, on_side),
+        ("two devices", dst, torch.ones(5, device="foo:1"), torch.Tensor.copy_),
+        ("pinned to foo", dst, torch.ones(5).pin_memory(), queued),
+        ("foo to pinned", torch.full((2, 3), 7.0).pin_memory(), wide, queued),
+        ("into a smaller destination", torch.full((3,), 7.0, device="foo"), torch.ones(2, 3, device="foo"),
+         torch.Tensor.copy_),
+    ]
+
+
+def test_a_bad_copy_raises_at_its_call_and_leaves_nothing_pending():
+    for name, dst, src, copy in _bad_copies():
+        try:
+            torch.empty(dst.shape).copy_(torch.empty(src.shape))
+        except RuntimeError as e:
+            cpu_error = str(e)
+        before = dst.cpu().clone()
+        _warm(lambda: copy(dst, dst.clone()))  # a learnt, queued path for this destination
+        try:
+            copy(dst, src)
+            raised = None
+        except RuntimeError as e:
+            raised = str(e)
+        assert raised == cpu_error, f"{name}: {raised!r} at the call, CPU raises {cpu_error!r}"
+        torch.foo.synchronize()  # nothing left pending
+        assert torch.equal(dst.cpu(), before), f"{name}: the destination changed"
+
+
+def test_a_copy_into_overlapping_memory_raises_at_its_call():
+    dst = torch.zeros(1, device="foo").expand(3)
+    src = torch.ones(3, device="foo")
+    try:
+        dst.copy_(src)
+        raised = None
+    except RuntimeError as e:
+        raised = str(e)
+    assert raised is not None and "single memory location" in raised
+    torch.foo.synchronize()
+    assert dst.cpu().tolist() == [0.0, 0.0, 0.0]
+
+
+# ---- Launch signatures: everything that decides a call's outputs -----------------------------------
+
+def test_a_queued_call_follows_the_default_dtype():
+    a = torch.arange(1, 5, dtype=torch.int32)
+    b = torch.full((4,), 3, dtype=torch.int32)
+    fa, fb = a.to("foo"), b.to("foo")
+    _warm(lambda: fa / fb)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        result, expected = fa / fb, a / b
+    finally:
+        torch.set_default_dtype(previous)
+    torch.foo.synchronize()
+    assert result.dtype == expected.dtype == torch.float64
+    assert torch.equal(result.cpu(), expected)
+
+
+def test_a_queued_call_with_a_python_float_follows_the_default_dtype():
+    a = torch.arange(4)
+    fa = a.to("foo")
+    _warm(lambda: fa * 2.5)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        result, expected = fa * 2.5, a * 2.5
+    finally:
+        torch.set_default_dtype(previous)
+    assert result.dtype == expected.dtype == torch.float64
+    assert torch.equal(result.cpu(), expected)
+
+
+def test_queued_kernels_use_the_launching_threads_settings():
+    # Run in a fresh process: the thread count and denormal flushing are process state. A stream worker
+    # made before set_num_threads(1) must not split a matmul or a reduction differently from CPU.
+    script = """
+import torch, foo_backend
+x = torch.randn(64, 64, device="foo")
+with torch.autocast("foo", dtype=torch.bfloat16):
+    (x @ x).cpu()  # the stream's worker thread exists from now on
+torch.set_num_threads(1)
+
+def train(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(25):
+        xb = torch.randn(128, 256, generator=data).to(device)
+        yb = torch.randint(0, 10, (128,), generator=data).to(device)
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+print("losses_equal", train("cpu") == train("foo"))
+if torch.set_flush_denormal(True):
+    tiny = torch.full((1024,), 1e-40)
+    foo_tiny = tiny.to("foo")
+    (foo_tiny * 3.0).cpu()
+    print("flushed", torch.equal((foo_tiny * 3.0).cpu(), tiny * 3.0), (tiny * 3.0).sum().item() == 0)
+else:
+    print("flushed True True")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["losses_equal", "True", "flushed", "True", "True"]
+
+
+def test_a_future_records_its_consumers_stream_with_the_allocator():
+    # ivalue::Future reports the streams that use its tensors through the guard's recordDataPtrOnStream.
+    side = torch.foo.Stream()
+    x = torch.zeros(N, device="foo")
+    ptr = x.data_ptr()
+    fut = torch.futures.Future(devices=["foo:0"])
+    fut.set_result(x)
+    with torch.foo._hold_stream(side):
+        with torch.foo.stream(side):
+            fut.wait()  # the side stream now uses x's memory
+        del x, fut
+        y = torch.empty(N, device="foo")
+        assert y.data_ptr() != ptr  # not reused while the side stream may still read it
+    torch.foo.synchronize()

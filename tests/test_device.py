@@ -385,3 +385,15 @@ def test_accelerator_synchronize_and_memory():
         via_accelerator = torch.accelerator.memory_allocated(index)
         assert before >= via_accelerator >= torch.foo.memory_allocated(index)
     assert torch.accelerator.memory_allocated(1) >= 4000
+
+
+def test_accelerator_device_capability_lists_the_dtypes_foo_allocates():
+    for device in ("foo", "foo:1", 1):
+        supported = torch.accelerator.get_device_capability(device)["supported_dtypes"]
+        for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64, torch.int64,
+                      torch.bool, torch.uint8, torch.float8_e4m3fn):
+            assert dtype in supported, (device, dtype)
+            torch.empty(2, dtype=dtype, device="foo")  # what it lists, foo allocates
+        assert not {torch.qint8, torch.quint8, torch.qint32} & supported  # foo tensors are strided only
+    with pytest.raises(RuntimeError, match="Invalid device foo:5"):
+        torch.accelerator.get_device_capability("foo:5")

@@ -258,3 +258,47 @@ def test_packed_sequence_through_rnn():
     expected, _ = reference(packed)
     assert out.is_foo
     torch.testing.assert_close(out.data.cpu(), expected.data)
+
+
+# ---- Parameters keep their identity across devices, as with CUDA ------------------------------------
+
+MOVES = {
+    "to_foo": lambda m: m.to("foo"),
+    "foo": lambda m: m.foo(),
+    "foo_1": lambda m: m.foo(1),
+    "foo_then_cpu": lambda m: m.foo().to("cpu"),
+}
+
+
+@pytest.mark.parametrize("move", sorted(MOVES))
+def test_module_move_keeps_parameter_objects_and_ties(move):
+    first, second = nn.Linear(3, 3), nn.Linear(3, 3)
+    second.weight = first.weight  # tied, as embeddings and LM heads are
+    model = nn.Sequential(first, second)
+    params = list(model.parameters())
+    first(torch.randn(2, 3)).sum().backward()
+    grad = first.weight.grad
+    MOVES[move](model)
+    assert first.weight is second.weight
+    assert all(a is b for a, b in zip(params, model.parameters()))
+    assert first.weight.grad is grad  # the gradient object is kept too, moved with its parameter
+    assert grad.device == first.weight.device
+
+
+def test_an_optimizer_built_before_the_move_trains_the_moved_model():
+    torch.manual_seed(0)
+    cpu_model = nn.Linear(4, 2)
+    foo_model = copy.deepcopy(cpu_model)
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+    foo_opt = torch.optim.SGD(foo_model.parameters(), lr=0.1)  # built on CPU, as accelerate's prepare() does
+    foo_model.foo()
+    initial = cpu_model.weight.detach().clone()
+    x = torch.randn(8, 4)
+    for model, opt, inputs in ((cpu_model, cpu_opt, x), (foo_model, foo_opt, x.foo())):
+        for _ in range(3):
+            opt.zero_grad()
+            model(inputs).square().sum().backward()
+            opt.step()
+    assert foo_model.weight.device == FOO0
+    assert not torch.equal(cpu_model.weight, initial)  # it trained
+    assert torch.equal(foo_model.weight.cpu(), cpu_model.weight)

@@ -120,11 +120,13 @@ def test_dropout_equals_cpu_bitwise_with_gradient(name):
 
 
 def _train_mlp_with_dropout(device, steps=20):
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # CPU's generator initialises the weights
     model = torch.nn.Sequential(
         torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Dropout(0.3),
         torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Dropout(0.1), torch.nn.Linear(64, 10),
     ).to(device)
+    # Dropout draws from the generator of the model's device only: seeding that one alone reproduces it.
+    (torch.foo.manual_seed if device == "foo" else torch.default_generator.manual_seed)(5)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     data = torch.Generator().manual_seed(1)
     losses = []
@@ -161,3 +163,38 @@ print(torch.equal(torch.randn(6, device="foo:0").cpu(), expected),
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True"]
+
+
+# Every random operator on foo draws from its device's foo generator only (CONTRACT: RNG).
+DEVICE_RNG_OPS = {
+    "dropout": lambda x: F.dropout(x, 0.3),
+    "dropout_inplace": lambda x: F.dropout(x.clone(), 0.3, inplace=True),
+    "dropout2d": lambda x: F.dropout2d(x.view(4, 8, 4, 4), 0.4),
+    "alpha_dropout": lambda x: F.alpha_dropout(x, 0.2, training=True),
+    "feature_alpha_dropout": lambda x: F.feature_alpha_dropout(x.view(4, 8, 16), 0.2, training=True),
+    "rrelu": lambda x: F.rrelu(x, training=True),
+    "bernoulli": lambda x: torch.bernoulli(x.sigmoid()),
+    "rand_like": lambda x: torch.rand_like(x),
+    "randperm": lambda x: torch.randperm(64, device=x.device),
+    "multinomial": lambda x: torch.multinomial(x.abs()[:32] + 0.1, 8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEVICE_RNG_OPS))
+def test_random_ops_draw_from_their_devices_generator_only(name):
+    op = DEVICE_RNG_OPS[name]
+    data = torch.randn(512, generator=torch.Generator().manual_seed(0))
+    x0, x1 = data.to("foo:0"), data.to("foo:1")
+
+    torch.foo.manual_seed_all(31)
+    first = op(x0).cpu()
+    torch.default_generator.manual_seed(31)  # reseeding CPU does not rewind foo
+    second = op(x0).cpu()
+    assert not torch.equal(first, second)
+
+    torch.foo.manual_seed(31)  # seeding foo:0 alone reproduces it...
+    op(x1)  # ...and drawing on foo:1 does not move foo:0's generator
+    assert torch.equal(op(x0).cpu(), first)
+
+    torch.default_generator.manual_seed(31)  # the same seed draws CPU's numbers
+    assert torch.equal(op(data).cpu(), first)

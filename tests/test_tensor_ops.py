@@ -1062,3 +1062,85 @@ def test_ops_with_generic_composites_run_cpu_kernels():
     half = torch.randn(4, 5, dtype=torch.half)
     assert torch.equal(torch.ops.aten.linalg__powsum(half.to("foo"), 2.0, [1]).cpu(),
                        torch.ops.aten.linalg__powsum(half, 2.0, [1]))
+
+
+COMPOSITE_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+def test_every_operator_with_a_cpu_kernel_runs_it_on_foo():
+    # With no foo kernel, the dispatcher gives foo an operator's composite kernel ahead of the fallback:
+    # other rounding than CPU's (silu_backward), warnings twice (a structured op's meta function runs for
+    # the functional and the out= call). Listed from the dispatcher, so a new torch cannot reopen the gap.
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    with_both = [
+        name for name in torch._C._dispatch_get_all_op_names()
+        if name.startswith("aten::") and has(name, "CPU") and any(has(name, key) for key in COMPOSITE_KEYS)
+    ]
+    assert len(with_both) > 300  # the listing sees PyTorch's operators
+    assert [name for name in with_both if not has(name, "PrivateUse1")] == []
+
+
+@pytest.mark.parametrize("op", ["silu_backward", "mish_backward"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_activation_backwards_equal_cpu_bitwise(op, dtype):
+    grad, x = make((257,), dtype, seed=1), make((257,), dtype, seed=2)
+    kernel = getattr(torch.ops.aten, op)
+    assert torch.equal(kernel(grad.to("foo"), x.to("foo")).cpu(), kernel(grad, x))
+
+
+def test_swiglu_gradients_equal_cpu_bitwise():
+    x, w = make((8, 16), torch.bfloat16, seed=3), make((16, 32), torch.bfloat16, seed=4)
+    grads = {}
+    for device in ("cpu", "foo"):
+        xd = x.to(device, copy=True).requires_grad_()
+        h = xd @ w.to(device)
+        (F.silu(h[:, :16]) * h[:, 16:]).sum().backward()
+        grads[device] = xd.grad.cpu()
+    assert torch.equal(grads["foo"], grads["cpu"])
+
+
+def test_composites_that_call_cpu_only_dispatch_stubs_run_on_foo():
+    # kaiser_window's composite calls a DispatchStub that has kernels for CPU and CUDA only.
+    for kwargs in ({}, {"periodic": False}, {"periodic": True, "beta": 5.0}):
+        expected = torch.kaiser_window(8, **kwargs)
+        assert torch.equal(torch.kaiser_window(8, device="foo", **kwargs).cpu(), expected)
+
+
+def test_warnings_reach_the_user_as_on_cpu():
+    counts = {}
+    for device in ("cpu", "foo"):
+        mask = torch.zeros(10, dtype=torch.uint8, device=device)
+        y = torch.ones(10, 10, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y.index_put_((mask,), y[mask], accumulate=True)
+        counts[device] = [str(w.message) for w in caught]
+    assert len(counts["cpu"]) == 2 and counts["foo"] == counts["cpu"]
+
+
+@pytest.mark.parametrize("context", ["inference_mode", "no_grad"])
+def test_transformer_encoder_fast_path_with_padding_mask_equals_cpu(context):
+    # In eval mode PyTorch's fast path packs the padded batch into a nested tensor on foo.
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2).eval()
+    x = make((3, 5, 16), seed=5)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    guard = torch.inference_mode if context == "inference_mode" else torch.no_grad
+    with guard(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nested tensors' prototype warning
+        expected = encoder(x, src_key_padding_mask=mask)
+        actual = copy.deepcopy(encoder).foo()(x.foo(), src_key_padding_mask=mask.foo())
+    assert actual.device == FOO0
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_nested_tensors_on_foo_map_back_to_cpu_values():
+    x = make((2, 4, 3), seed=6)
+    keep = torch.tensor([[True] * 4, [True, True, False, False]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = torch._nested_tensor_from_mask(x, keep).to_padded_tensor(0.0)
+        nested = torch._nested_tensor_from_mask(x.foo(), keep.foo())
+        assert nested.is_nested and nested.device == FOO0
+        assert torch.equal(nested.to_padded_tensor(0.0).cpu(), expected)
