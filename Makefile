@@ -2,7 +2,7 @@
 PYTHON ?= python
 
 # Reinstall only when the build inputs change: an editable install recompiles every translation unit.
-BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*.cpp csrc/*.h csrc/runtime/*.cpp csrc/runtime/*.h)
+BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*/*.cpp csrc/*/*.h)
 # One stamp per Python environment, so switching environments installs again.
 STAMP := .install.$(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])").stamp
 

@@ -2,7 +2,9 @@
 
 The data is scikit-learn's bundled 8x8 handwritten digits (1797 images, no download). The same
 training runs twice, from the same initial weights and over the same minibatches: once on CPU and
-once on foo. Both runs must produce the same loss curve (within float32 tolerance).
+once on foo. The model has dropout: each run seeds only its own device's generator, and foo draws
+CPU's random numbers for the same seed. Both runs must produce the same loss curve (within float32
+tolerance; in practice bit for bit).
 
 Run:  python examples/train.py        (or: make demo)
 """
@@ -33,6 +35,11 @@ train_set = TensorDataset(X_train, y_train)
 def train(model: nn.Module, device: torch.device) -> tuple[list[float], float]:
     """Trains `model` (already on `device`); returns the per-step loss curve and the test accuracy.
     (Speed is measured properly, interleaved with CPU, by benchmarks/ops.py.)"""
+    # Dropout draws from the generator of the model's device, and only from it.
+    if device.type == "foo":
+        torch.foo.manual_seed(SEED)
+    else:
+        torch.default_generator.manual_seed(SEED)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     # A CPU generator with a fixed seed shuffles the data, so both runs see identical minibatches.
     loader = DataLoader(train_set, batch_size=BATCH_SIZE, shuffle=True,
@@ -63,9 +70,9 @@ def main() -> int:
     print(f"data:   {len(X_train)} train / {len(X_test)} test digits, 64 features, 10 classes")
 
     # One set of initial weights, made on CPU with a fixed seed; the foo run gets an exact copy.
-    # (No dropout or other random ops on the device: foo's RNG does not match CPU's yet.)
     torch.default_generator.manual_seed(SEED)  # the CPU generator that initialises the weights
-    cpu_model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    cpu_model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 128), nn.ReLU(),
+                              nn.Linear(128, 10))
     foo_model = copy.deepcopy(cpu_model).to(foo)
 
     start = time.perf_counter()

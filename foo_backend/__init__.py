@@ -7,19 +7,13 @@ device on the PrivateUse1 dispatch key and installs this module as ``torch.foo``
 import atexit
 import contextlib
 import sys
-import threading
 from typing import Any
 
 import torch
 
-from . import _extension
-
-_C = _extension.load()
-
-from . import _multiprocessing, amp, ops  # noqa: E402
-
-from ._utils import DEVICE_TYPE, _check_not_in_bad_fork, _get_device_index  # noqa: E402
-from .random import (  # noqa: E402
+from . import _multiprocessing, amp, ops
+from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init, is_initialized
+from .random import (
     default_generators,
     get_rng_state,
     get_rng_state_all,
@@ -31,7 +25,7 @@ from .random import (  # noqa: E402
     set_rng_state,
     set_rng_state_all,
 )
-from .memory import (  # noqa: E402
+from .memory import (
     empty_cache,
     host_memory_stats,
     host_memory_stats_as_nested_dict,
@@ -47,7 +41,7 @@ from .memory import (  # noqa: E402
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
-from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
@@ -62,9 +56,6 @@ __all__ = [
     "StreamContext",
 ]
 
-_initialization_lock = threading.Lock()
-
-
 def is_available() -> bool:
     """True when at least one foo device exists (``FOO_DEVICE_COUNT``, default 2)."""
     return device_count() > 0
@@ -78,20 +69,6 @@ def device_count() -> int:
 def _is_in_bad_fork() -> bool:
     """True in a child process forked after foo was initialised (foo cannot be used there)."""
     return _C._is_in_bad_fork()
-
-
-def is_initialized() -> bool:
-    """Whether foo has been initialised in this process (False in a child forked after initialisation)."""
-    return _C._is_initialized()
-
-
-def _lazy_init() -> None:
-    if is_initialized():
-        return
-    _check_not_in_bad_fork()
-    with _initialization_lock:
-        if not is_initialized():
-            _C._init()
 
 
 def init() -> None:

@@ -1,11 +1,31 @@
-"""Helpers shared by the torch.foo modules: device arguments, the bad-fork check."""
+"""What every torch.foo module shares: the native extension, lazy initialisation, device arguments."""
+import threading
 from typing import Any
 
 import torch
 
-from . import _C
+from . import _extension
+
+_C = _extension.load()
 
 DEVICE_TYPE = "foo"
+
+_initialization_lock = threading.Lock()
+
+
+def is_initialized() -> bool:
+    """Whether foo has been initialised in this process (False in a child forked after initialisation)."""
+    return _C._is_initialized()
+
+
+def _lazy_init() -> None:
+    """Initialise foo on first use, as torch.cuda does."""
+    if is_initialized():
+        return
+    _check_not_in_bad_fork()
+    with _initialization_lock:
+        if not is_initialized():
+            _C._init()
 
 
 def _get_device_index(device: Any, optional: bool = False) -> int:

@@ -8,8 +8,7 @@ from typing import Any
 
 import torch
 
-from . import _C
-from ._utils import _get_device_index
+from ._utils import _C, _get_device_index, is_initialized
 
 __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
@@ -19,13 +18,9 @@ __all__ = [
 ]
 
 
-def _initialized() -> bool:
-    return _C._is_initialized()
-
-
 def empty_cache() -> None:
     """Release all unoccupied cached memory back to the device."""
-    if _initialized():
+    if is_initialized():
         _C._empty_cache()
 
 
@@ -51,7 +46,7 @@ def memory_stats(device: Any = None) -> dict[str, Any]:
     ``"num_alloc_retries"``, ``"num_ooms"``.
     """
     index = _get_device_index(device, optional=True)
-    if not _initialized():
+    if not is_initialized():
         return collections.OrderedDict()
     return _flatten(torch._C._accelerator_getDeviceStats(index))
 
@@ -83,14 +78,14 @@ def max_memory_reserved(device: Any = None) -> int:
 def reset_peak_memory_stats(device: Any = None) -> None:
     """Reset the "peak" statistics of a foo device to their current values."""
     index = _get_device_index(device, optional=True)
-    if _initialized():
+    if is_initialized():
         torch._C._accelerator_resetPeakStats(index)
 
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
     """Reset the accumulated ("allocated"/"freed") statistics of a foo device."""
     index = _get_device_index(device, optional=True)
-    if _initialized():
+    if is_initialized():
         torch._C._accelerator_resetAccumulatedStats(index)
 
 

@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-from . import _C
-from ._utils import _check_not_in_bad_fork, _get_device_index
+from ._utils import _C, _check_not_in_bad_fork, _get_device_index
 
 __all__ = [
     "default_generators", "get_rng_state", "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all",

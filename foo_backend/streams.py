@@ -11,8 +11,7 @@ from typing import Any, Optional
 
 import torch
 
-from . import _C
-from ._utils import DEVICE_TYPE, _get_device_index
+from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init
 
 __all__ = ["Stream", "Event", "current_stream", "default_stream", "set_stream", "stream", "StreamContext"]
 
@@ -20,12 +19,6 @@ __all__ = ["Stream", "Event", "current_stream", "default_stream", "set_stream", 
 _FOO_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1.value)
 # As on CUDA, a lower number is a higher priority; out-of-range priorities map to the nearest valid one.
 _LEAST_PRIORITY, _GREATEST_PRIORITY = 0, -1
-
-
-def _lazy_init() -> None:
-    from . import _lazy_init as init  # the package is fully imported by the time this runs
-
-    init()
 
 
 def _checked_index(device: Any) -> int:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import foo_backend
-from subprocesses import Subprocesses, labelled
+from subprocesses import labelled
 
 
 
@@ -62,20 +62,6 @@ SCRIPTS = {
         {},
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def subprocesses():
-    procs = Subprocesses(SCRIPTS)
-    yield procs
-    procs.close()
-
-
-@pytest.fixture(autouse=True)
-def restore_current_device():
-    previous = torch.foo.current_device()
-    yield
-    torch.foo.set_device(previous)
 
 
 def assert_invalid_index_error(excinfo, index, count=None):

@@ -4,10 +4,6 @@ Each runs in a fresh interpreter, as a user runs it. custom_op.py compiles a C++
 load_inline on its first run (about 20-40 s); later runs reuse the build in the temp directory."""
 import os
 
-import pytest
-
-from subprocesses import Subprocesses
-
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
@@ -24,13 +20,6 @@ def _run_example(name, *args):
 
 
 SCRIPTS = {"custom_op": _run_example("custom_op.py")}
-
-
-@pytest.fixture(scope="module")
-def subprocesses():
-    procs = Subprocesses(SCRIPTS)
-    yield procs
-    procs.close()
 
 
 def test_custom_op_example(subprocesses):

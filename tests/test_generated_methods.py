@@ -14,13 +14,6 @@ FOO1 = torch.device("foo", 1)
 
 
 @pytest.fixture(autouse=True)
-def restore_current_device():
-    previous = torch.foo.current_device()
-    yield
-    torch.foo.set_device(previous)
-
-
-@pytest.fixture(autouse=True)
 def quiet_typed_storage_warning():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")

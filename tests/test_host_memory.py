@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import foo_backend  # noqa: F401
-from subprocesses import Subprocesses, labelled
+from subprocesses import labelled
 
 # Each script prints "label values..." lines; see labelled().
 SCRIPTS = {
@@ -73,13 +73,6 @@ SCRIPTS = {
         {},
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def subprocesses():
-    procs = Subprocesses(SCRIPTS)
-    yield procs
-    procs.close()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import foo_backend
-from subprocesses import Subprocesses
 import foo_backend._build_info
 
 BUILT_VERSION = foo_backend._build_info.TORCH_VERSION
@@ -130,13 +129,6 @@ print("imported torch")
         {},
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def subprocesses():
-    procs = Subprocesses(SCRIPTS)
-    yield procs
-    procs.close()
 
 
 # ---- autoload ----------------------------------------------------------------------------------------

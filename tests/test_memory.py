@@ -11,7 +11,7 @@ import gc
 import pytest
 import torch
 
-from subprocesses import Subprocesses, labelled
+from subprocesses import labelled
 
 MiB = 1 << 20
 
@@ -116,20 +116,6 @@ SCRIPTS = {
         {"FOO_DEVICE_MEMORY_MB": 64, "FOO_DEVICE_COUNT": 3},
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def subprocesses():
-    procs = Subprocesses(SCRIPTS)
-    yield procs
-    procs.close()
-
-
-@pytest.fixture(autouse=True)
-def restore_current_device():
-    previous = torch.foo.current_device()
-    yield
-    torch.foo.set_device(previous)
 
 
 # ---- absolute accounting, in a fresh process ---------------------------------------------------------

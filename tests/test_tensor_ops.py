@@ -25,13 +25,6 @@ ALL_DTYPES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def restore_current_device():
-    previous = torch.foo.current_device()
-    yield
-    torch.foo.set_device(previous)
-
-
 def make(shape, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:

@@ -13,14 +13,13 @@
 namespace foo_runtime {
 namespace {
 
-constexpr int kMaxDevices = 16;
 
 int readDeviceCount() {
   const char* env = std::getenv("FOO_DEVICE_COUNT");
   if (env == nullptr || *env == '\0') return 2;
   int n = std::atoi(env);
   if (n < 0) n = 0;
-  return n > kMaxDevices ? kMaxDevices : n;
+  return n > FOO_MAX_DEVICES ? FOO_MAX_DEVICES : n;
 }
 
 size_t readDeviceMemoryBytes() {
@@ -30,7 +29,7 @@ size_t readDeviceMemoryBytes() {
   return host / 4;
 }
 
-DeviceMemory g_memory[kMaxDevices];
+DeviceMemory g_memory[FOO_MAX_DEVICES];
 std::once_flag g_init_once;
 bool g_init_ok = false;
 bool g_initialized = false;

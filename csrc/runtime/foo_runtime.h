@@ -26,6 +26,8 @@ typedef enum fooError {
 const char* fooGetErrorString(fooError_t error);
 
 // ---- Devices ------------------------------------------------------------------------------------
+// At most this many devices: FOO_DEVICE_COUNT is capped to it.
+#define FOO_MAX_DEVICES 16
 // fooGetDeviceCount reads FOO_DEVICE_COUNT (default 2) and does not initialise the runtime.
 fooError_t fooGetDeviceCount(int* count);
 // Maps every device's memory (FOO_DEVICE_MEMORY_MB each, default a quarter of host RAM). Idempotent;

@@ -25,7 +25,7 @@ struct Arena {
   size_t used = 0;
 };
 
-Arena g_arenas[16];
+Arena g_arenas[FOO_MAX_DEVICES];
 
 }  // namespace
 

@@ -120,7 +120,7 @@ struct DeviceStreams {
 };
 
 // Never destroyed: detached workers may still be waiting on their streams at exit.
-DeviceStreams* const g_devices = new DeviceStreams[16];
+DeviceStreams* const g_devices = new DeviceStreams[FOO_MAX_DEVICES];
 
 bool validStream(int device, fooStream_t stream) {
   return validDevice(device) && stream >= 0 && stream < kStreamsPerDevice;

@@ -15,9 +15,9 @@
 #include <c10/core/StorageImpl.h>
 #include <torch/library.h>
 
-#include "CachingAllocator.h"
-#include "HostAllocator.h"
-#include "HostKernel.h"
+#include "device/CachingAllocator.h"
+#include "device/PinnedAllocator.h"
+#include "execution/HostKernel.h"
 
 namespace foo {
 namespace {
@@ -85,7 +85,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   if (!host_side && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
   at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : (async ? hostAlias(src) : src);
   if (!async) {
-    launchKernel(device, [&] {
+    runAfterStream(device, [&] {
       at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);
     });
     return dst;
@@ -104,9 +104,9 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   }
   if (host_side) {
     recordPinnedUse(host.storage().data_ptr(),
-                    c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(currentStream(device))));
+                    FooStream::current(device).unwrap());
   }
-  launchKernelAsync(device, [src_view, dst_view]() mutable {
+  enqueueOnStream(device, [src_view, dst_view]() mutable {
     at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);
   });
   return dst;

@@ -1,4 +1,4 @@
-#include "CachingAllocator.h"
+#include "device/CachingAllocator.h"
 
 #include <c10/core/StorageImpl.h>
 #include <c10/util/flat_hash_map.h>
@@ -11,8 +11,8 @@
 #include <mutex>
 #include <set>
 
-#include "Common.h"
-#include "Stream.h"
+#include "device/Common.h"
+#include "device/Stream.h"
 
 namespace foo {
 namespace {
@@ -373,24 +373,7 @@ constexpr std::array<c10::DeleterFnPtr, sizeof...(Devices)> makeDeviceDeleters(s
   return {&freeOnDevice<static_cast<c10::DeviceIndex>(Devices)>...};
 }
 
-constexpr auto kDeviceDeleters = makeDeviceDeleters(std::make_index_sequence<16>());
-
-void freeKernelView(void* ptr) { freeDeviceAddress(fooDeviceAddress(ptr)); }
-
-class KernelViewAllocator final : public c10::Allocator {
- public:
-  explicit KernelViewAllocator(c10::DeviceIndex device) : device_(device) {}
-  c10::DataPtr allocate(size_t nbytes) override {
-    if (nbytes == 0) return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
-    void* kernel = fooKernelAddress(deviceCache(device_).malloc(nbytes, currentStream(device_))->ptr);
-    return c10::DataPtr(kernel, kernel, &freeKernelView, c10::Device(c10::kCPU));
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &freeKernelView; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
-
- private:
-  const c10::DeviceIndex device_;
-};
+constexpr auto kDeviceDeleters = makeDeviceDeleters(std::make_index_sequence<FOO_MAX_DEVICES>());
 
 }  // namespace
 
@@ -399,8 +382,7 @@ c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   // Cached blocks need no runtime call, but in a forked child they are the parent's memory.
   if (C10_UNLIKELY(fooIsInBadFork())) FOO_CHECK(fooErrorForkedProcess);
-  void* ptr = deviceCache(device).malloc(nbytes, currentStream(device))->ptr;
-  return c10::DataPtr(ptr, ptr, kDeviceDeleters[static_cast<size_t>(device)], where);
+  return ownedDataPtr(deviceCache(device).malloc(nbytes, currentStream(device))->ptr, device);
 }
 
 c10::DataPtr CachingAllocator::allocate(size_t nbytes) { return allocateOn(currentDevice(), nbytes); }
@@ -410,7 +392,7 @@ c10::DeleterFnPtr CachingAllocator::raw_deleter() const { return &freeDeviceAddr
 void CachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   void* kernel_dest = fooKernelAddress(dest);
   const void* kernel_src = fooKernelAddress(src);
-  launchKernel(static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest)), [&] { std::memcpy(kernel_dest, kernel_src, count); });
+  runAfterStream(static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest)), [&] { std::memcpy(kernel_dest, kernel_src, count); });
 }
 
 bool CachingAllocator::initialized() { return fooIsInitialized() != 0; }
@@ -422,7 +404,7 @@ void CachingAllocator::emptyCache(c10::MempoolId_t) {
 
 void CachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (ptr.get() == nullptr || ptr.device().type() != c10::DeviceType::PrivateUse1) return;
-  deviceCache(ptr.device().index()).recordStream(ptr.get(), static_cast<fooStream_t>(stream.id()));
+  deviceCache(ptr.device().index()).recordStream(ptr.get(), FooStream::of(stream).id);
 }
 
 c10::CachingDeviceAllocator::DeviceStats CachingAllocator::getDeviceStats(c10::DeviceIndex device) {
@@ -459,18 +441,7 @@ CachingAllocator& cachingAllocator() {
   return allocator;
 }
 
-c10::Allocator* kernelViewAllocator(c10::DeviceIndex device) {
-  static const auto allocators = perDevice([](c10::DeviceIndex d) { return std::make_unique<KernelViewAllocator>(d); });
-  return allocators[static_cast<size_t>(device)].get();
-}
-
-bool isKernelViewDataPtr(const c10::DataPtr& ptr) { return ptr.get_deleter() == &freeKernelView; }
-
-c10::DataPtr kernelViewToDevice(c10::DataPtr&& kernel_view, c10::DeviceIndex device) {
-  void* kernel = kernel_view.get();
-  if (kernel == nullptr) return c10::DataPtr(nullptr, fooDevice(device));
-  kernel_view.release_context();  // ownership moves to the device DataPtr below
-  void* ptr = fooDeviceAddress(kernel);
+c10::DataPtr CachingAllocator::ownedDataPtr(void* ptr, c10::DeviceIndex device) {
   return c10::DataPtr(ptr, ptr, kDeviceDeleters[static_cast<size_t>(device)], fooDevice(device));
 }
 

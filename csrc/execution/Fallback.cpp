@@ -3,15 +3,16 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include "Fallback.h"
-#include "Generator.h"
-#include "HostKernel.h"
+#include "device/Generator.h"
+#include "execution/Fallback.h"
+#include "execution/HostKernel.h"
 
 namespace foo {
 namespace {
 
-bool isMutable(const c10::Argument& argument) {
-  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+HostKernelCall::TensorUse tensorUse(const c10::Argument& argument) {
+  const bool mutated = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+  return mutated ? HostKernelCall::TensorUse::kMutated : HostKernelCall::TensorUse::kInput;
 }
 
 bool isGeneratorArgument(const c10::Argument& argument) {
@@ -27,27 +28,27 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
     c10::IValue& arg = args[i];
     if (arg.isGenerator() || (arg.isNone() && isGeneratorArgument(arguments[i]))) {
       generator = &arg;  // mapped below, once the device is known
-      call.signature().forbid();  // generator state is read by the host
+      call.keepSynchronous();  // generator state is read by the host
     } else if (arg.isTensor()) {
-      arg = call.argument(std::move(arg).toTensor(), isMutable(arguments[i]));
+      arg = call.argument(std::move(arg).toTensor(), tensorUse(arguments[i]));
     } else if (arg.isTensorList()) {
-      const bool mutated = isMutable(arguments[i]);
+      const HostKernelCall::TensorUse use = tensorUse(arguments[i]);
       c10::List<at::Tensor> mapped;
-      call.signature().add(static_cast<int64_t>(arg.toTensorList().size()));
-      for (const at::Tensor& t : arg.toTensorList()) mapped.push_back(call.argument(t, mutated));
+      call.argument(static_cast<int64_t>(arg.toTensorList().size()));
+      for (const at::Tensor& t : arg.toTensorList()) mapped.push_back(call.argument(t, use));
       arg = std::move(mapped);
     } else if (arg.isOptionalTensorList()) {
       // Tensor?[] holds indices; CUDA accepts CPU index tensors there, so do we.
       c10::List<std::optional<at::Tensor>> mapped;
       for (const std::optional<at::Tensor> t : arg.toOptionalTensorList())
-        mapped.push_back(t ? std::optional<at::Tensor>(call.argument(*t, false, /*any_shape=*/true)) : std::nullopt);
+        mapped.push_back(call.argument(t, HostKernelCall::TensorUse::kIndices));
       arg = std::move(mapped);
-      call.signature().forbid();  // boolean masks make output shapes depend on values
+      call.keepSynchronous();  // boolean masks make output shapes depend on values
     } else if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
       call.targetDevice(arg.toDevice());
       arg = c10::Device(c10::kCPU);
     } else {
-      call.signature().add(arg);
+      call.argument(arg);
     }
   }
   if (generator != nullptr) {
@@ -138,7 +139,7 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torc
                               "with torch.library.register_kernel(op, \"foo\", fn) or TORCH_LIBRARY_IMPL(ns, "
                               "PrivateUse1, m).");
   HostKernelCall call(schema.name().c_str(), &schema);
-  if (!mayRunAsynchronously(op)) call.signature().forbid();
+  if (!mayRunAsynchronously(op)) call.keepSynchronous();
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
   const auto cpu_kernel = [&] {
     try {

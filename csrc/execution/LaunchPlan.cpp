@@ -1,4 +1,4 @@
-#include "LaunchPlan.h"
+#include "execution/LaunchPlan.h"
 
 #include <cstring>
 #include <unordered_map>

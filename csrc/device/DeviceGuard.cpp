@@ -2,16 +2,12 @@
 // engine's device threads) talks to the foo runtime.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "CachingAllocator.h"
-#include "Common.h"
-#include "Stream.h"
+#include "device/CachingAllocator.h"
+#include "device/Common.h"
+#include "device/Stream.h"
 
 namespace foo {
 namespace {
-
-c10::Stream makeStream(c10::DeviceIndex device, fooStream_t id) {
-  return c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(id));
-}
 
 // A device without an index ("foo") means the current device, as in CUDA's stream functions.
 c10::DeviceIndex indexOf(c10::Device d) { return d.has_index() ? d.index() : currentDevice(); }
@@ -40,13 +36,13 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const override {
     const c10::DeviceIndex index = indexOf(d);
     checkDeviceIndex(index);
-    return makeStream(index, currentStream(index));
+    return FooStream::current(index).unwrap();
   }
 
   c10::Stream getDefaultStream(c10::Device d) const override {
     const c10::DeviceIndex index = indexOf(d);
     checkDeviceIndex(index);
-    return makeStream(index, 0);
+    return FooStream{index, 0}.unwrap();
   }
 
   c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
@@ -54,7 +50,7 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     checkDeviceIndex(index);
     fooStream_t stream = 0;
     FOO_CHECK(fooStreamCreate(index, &stream, priority));
-    return makeStream(index, stream);
+    return FooStream{index, stream}.unwrap();
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
@@ -62,13 +58,13 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream exchangeStream(c10::Stream s) const override {
-    const c10::DeviceIndex device = s.device_index();
-    checkDeviceIndex(device);
+    const FooStream stream = FooStream::of(s);
+    checkDeviceIndex(stream.device);
     int priority = 0;
-    TORCH_CHECK(fooStreamGetPriority(device, static_cast<fooStream_t>(s.id()), &priority) == fooSuccess,
-                "Invalid stream ", s.id(), " for foo:", static_cast<int>(device));
+    TORCH_CHECK(fooStreamGetPriority(stream.device, stream.id, &priority) == fooSuccess,
+                "Invalid stream ", s.id(), " for foo:", static_cast<int>(stream.device));
     const c10::Stream previous = getStream(s.device());
-    setCurrentStream(device, static_cast<fooStream_t>(s.id()));
+    setCurrentStream(stream.device, stream.id);
     return previous;
   }
 
@@ -99,12 +95,14 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       FOO_CHECK(fooEventCreate(&created, flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0));
       *event = created;
     }
-    FOO_CHECK(fooEventRecord(static_cast<fooEvent_t>(*event), stream.device_index(), static_cast<fooStream_t>(stream.id())));
+    const FooStream recording = FooStream::of(stream);
+    FOO_CHECK(fooEventRecord(static_cast<fooEvent_t>(*event), recording.device, recording.id));
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     if (event == nullptr) return;
-    FOO_CHECK(fooStreamWaitEvent(stream.device_index(), static_cast<fooStream_t>(stream.id()), static_cast<fooEvent_t>(event)));
+    const FooStream waiting = FooStream::of(stream);
+    FOO_CHECK(fooStreamWaitEvent(waiting.device, waiting.id, static_cast<fooEvent_t>(event)));
   }
 
   bool queryEvent(void* event) const override {
@@ -116,14 +114,16 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   bool queryStream(const c10::Stream& stream) const override {
-    const fooError_t state = fooStreamQuery(stream.device_index(), static_cast<fooStream_t>(stream.id()));
+    const FooStream queried = FooStream::of(stream);
+    const fooError_t state = fooStreamQuery(queried.device, queried.id);
     if (state == fooErrorNotReady) return false;
     FOO_CHECK(state);
     return true;
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
-    foo::synchronizeStream(stream.device_index(), static_cast<fooStream_t>(stream.id()));
+    const FooStream waited = FooStream::of(stream);
+    foo::synchronizeStream(waited.device, waited.id);
   }
 
   void synchronizeEvent(void* event) const override {

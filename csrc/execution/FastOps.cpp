@@ -29,7 +29,7 @@
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
 
-#include "HostKernel.h"
+#include "execution/HostKernel.h"
 
 namespace foo {
 namespace {
@@ -40,10 +40,7 @@ namespace {
 template <class T>
 struct HostArg {
   using type = std::decay_t<T>;
-  static type convert(HostKernelCall& call, const type& value) {
-    call.signature().add(value);
-    return value;
-  }
+  static type convert(HostKernelCall& call, const type& value) { return call.argument(value); }
 };
 
 template <>
@@ -55,15 +52,16 @@ struct HostArg<const at::Tensor&> {
 template <>
 struct HostArg<at::Tensor&> {
   using type = at::Tensor;
-  static at::Tensor convert(HostKernelCall& call, at::Tensor& t) { return call.argument(t, /*mutated=*/true); }
+  static at::Tensor convert(HostKernelCall& call, at::Tensor& t) {
+    return call.argument(t, HostKernelCall::TensorUse::kMutated);
+  }
 };
 
 template <>
 struct HostArg<const std::optional<at::Tensor>&> {
   using type = std::optional<at::Tensor>;
   static std::optional<at::Tensor> convert(HostKernelCall& call, const std::optional<at::Tensor>& t) {
-    if (!t) call.signature().undefinedTensor();
-    return t ? std::optional<at::Tensor>(call.argument(*t)) : std::nullopt;
+    return call.argument(t);
   }
 };
 
@@ -71,7 +69,7 @@ template <>
 struct HostArg<at::OptionalIntArrayRef> {
   using type = std::optional<std::vector<int64_t>>;
   static type convert(HostKernelCall& call, at::OptionalIntArrayRef values) {
-    call.signature().add(values);
+    call.argument(values);
     return values ? type(values->vec()) : std::nullopt;
   }
 };
@@ -80,8 +78,7 @@ template <>
 struct HostArg<c10::SymIntArrayRef> {
   using type = std::vector<c10::SymInt>;
   static type convert(HostKernelCall& call, c10::SymIntArrayRef values) {
-    call.signature().add(values);
-    return values.vec();
+    return call.argument(values).vec();
   }
 };
 
@@ -144,10 +141,10 @@ struct SameOpOnCpu {
 };
 
 template <class Op, class CpuKernel = SameOpOnCpu<Op>, class Schema = typename Op::schema>
-struct HostKernel;
+struct UnboxedHostKernel;
 
 template <class Op, class CpuKernel, class Result, class... Args>
-struct HostKernel<Op, CpuKernel, Result(Args...)> {
+struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
   using HostArgs = std::tuple<typename HostArg<Args>::type...>;
   static constexpr bool kReturnsArgument = std::is_reference_v<Result>;
   static constexpr char kId = 0;  // identifies the operator in launch signatures
@@ -226,7 +223,7 @@ struct CpuConvolutionBackward {
   }
 };
 
-#define FOO_HOST_KERNEL(schema, op) m.impl(schema, TORCH_FN(HostKernel<at::_ops::op>::call))
+#define FOO_HOST_KERNEL(schema, op) m.impl(schema, TORCH_FN(UnboxedHostKernel<at::_ops::op>::call))
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_HOST_KERNEL("add.Tensor", add_Tensor);
@@ -248,9 +245,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_HOST_KERNEL("nll_loss_forward", nll_loss_forward);
   FOO_HOST_KERNEL("nll_loss_backward", nll_loss_backward);
   FOO_HOST_KERNEL("threshold_backward", threshold_backward);
-  m.impl("convolution_overrideable", TORCH_FN((HostKernel<at::_ops::convolution_overrideable, CpuConvolution>::call)));
+  m.impl("convolution_overrideable", TORCH_FN((UnboxedHostKernel<at::_ops::convolution_overrideable, CpuConvolution>::call)));
   m.impl("convolution_backward_overrideable",
-         TORCH_FN((HostKernel<at::_ops::convolution_backward_overrideable, CpuConvolutionBackward>::call)));
+         TORCH_FN((UnboxedHostKernel<at::_ops::convolution_backward_overrideable, CpuConvolutionBackward>::call)));
 }
 
 }  // namespace

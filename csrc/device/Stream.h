@@ -1,19 +1,30 @@
 // The current stream of each foo device (per thread, as in c10/cuda) and the launch path: every kernel
-// and copy on foo memory goes onto the current stream through launchKernel or launchKernelAsync.
+// and copy on foo memory goes onto the current stream through runAfterStream or enqueueOnStream.
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 #include <atomic>
 #include <exception>
 #include <functional>
 
-#include "Common.h"
+#include "device/Common.h"
 
 namespace foo {
 
 fooStream_t currentStream(c10::DeviceIndex device);
 void setCurrentStream(c10::DeviceIndex device, fooStream_t stream);
+
+// A stream as the runtime names it (device, stream handle), and as PyTorch does (c10::Stream).
+struct FooStream {
+  c10::DeviceIndex device;
+  fooStream_t id;
+
+  static FooStream of(const c10::Stream& stream) { return {stream.device_index(), static_cast<fooStream_t>(stream.id())}; }
+  static FooStream current(c10::DeviceIndex device) { return {device, currentStream(device)}; }
+  c10::Stream unwrap() const { return c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(id)); }
+};
 
 // Raises, once, the error of an asynchronous launch that failed on `device` since the last check.
 void checkAsyncErrors(c10::DeviceIndex device);
@@ -31,7 +42,7 @@ extern std::atomic<bool> g_async_error_pending;
 // pageable memory). The calling thread waits for the stream to drain and runs the kernel itself, so
 // it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions.
 template <class Kernel>
-void launchKernel(c10::DeviceIndex device, Kernel&& kernel) {
+void runAfterStream(c10::DeviceIndex device, Kernel&& kernel) {
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   const fooStream_t stream = currentStream(device);
   const fooError_t state = fooStreamQuery(device, stream);
@@ -47,9 +58,9 @@ void launchKernel(c10::DeviceIndex device, Kernel&& kernel) {
 // value) every tensor it touches, which also keeps their memory from being reused before it runs. An
 // exception it throws is raised by the next synchronization of the device, as CUDA reports
 // asynchronous errors (with FOO_LAUNCH_BLOCKING=1, it runs inline and raises at once).
-void launchKernelAsync(c10::DeviceIndex device, std::function<void()> kernel);
+void enqueueOnStream(c10::DeviceIndex device, std::function<void()> kernel);
 
-// True on a stream's worker thread, inside a kernel queued by launchKernelAsync: such code must not
+// True on a stream's worker thread, inside a kernel queued by enqueueOnStream: such code must not
 // wait for the device (its own stream would wait for itself).
 bool onStreamWorker();
 

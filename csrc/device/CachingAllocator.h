@@ -23,19 +23,12 @@ class CachingAllocator final : public c10::DeviceAllocator {
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
   c10::DataPtr allocateOn(c10::DeviceIndex device, size_t nbytes);
+  // The owning DataPtr of a block this allocator handed out on `device` (whose owner gave it up).
+  c10::DataPtr ownedDataPtr(void* ptr, c10::DeviceIndex device);
   void setMemoryFraction(double fraction, c10::DeviceIndex device);
 };
 
 CachingAllocator& cachingAllocator();
-
-// A host-side allocator whose memory is foo memory of one device, seen through the kernel view: the
-// DataPtrs it returns are CPU-typed and host-accessible. Host kernels that run on foo memory use it
-// for the tensors they create, so those land on the device without a copy.
-c10::Allocator* kernelViewAllocator(c10::DeviceIndex device);
-
-// Turns a DataPtr from kernelViewAllocator into the owning device DataPtr of the same memory.
-c10::DataPtr kernelViewToDevice(c10::DataPtr&& kernel_view, c10::DeviceIndex device);
-bool isKernelViewDataPtr(const c10::DataPtr& ptr);
 
 // Grows (or shrinks) a foo storage, keeping its leading bytes.
 void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes);

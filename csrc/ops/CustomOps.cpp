@@ -20,7 +20,7 @@
 #include <cmath>
 #include <vector>
 
-#include "HostKernel.h"
+#include "execution/HostKernel.h"
 
 namespace foo {
 namespace {

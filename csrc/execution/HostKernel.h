@@ -17,11 +17,13 @@
 #include <c10/util/SmallVector.h>
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <vector>
 
-#include "LaunchPlan.h"
-#include "Stream.h"
+#include "device/Stream.h"
+#include "execution/KernelViews.h"
+#include "execution/LaunchPlan.h"
 
 namespace foo {
 
@@ -35,14 +37,32 @@ class HostKernelCall {
   HostKernelCall(const HostKernelCall&) = delete;
   HostKernelCall& operator=(const HostKernelCall&) = delete;
 
-  // Registers a tensor argument (it joins the call's signature) and returns what the kernel receives:
-  // a foo tensor's kernel view, or a host tensor. As on CUDA, only 0-dim CPU tensors (scalars) may be
-  // mixed with foo tensors, unless `any_shape` (CPU index tensors, for example); none may be written
-  // to (`mutated`). A scalar is passed by value, as a kernel argument on CUDA: the kernel gets a copy,
-  // so a queued kernel does not see later changes to it. The lvalue overload borrows a foo argument,
-  // which the caller keeps alive for the whole call; the rvalue one takes it over.
-  at::Tensor argument(const at::Tensor& t, bool mutated = false, bool any_shape = false);
-  at::Tensor argument(at::Tensor&& t, bool mutated = false, bool any_shape = false);
+  // How the kernel uses a tensor argument.
+  enum class TensorUse {
+    kInput,    // read
+    kMutated,  // written (in-place, out=)
+    kIndices,  // read; a CPU tensor of any shape is accepted here, as CUDA accepts CPU index tensors
+  };
+  // Every argument of the call passes through argument(), which adds it to the call's signature.
+  // A tensor becomes what the kernel receives: a foo tensor's kernel view, or a host tensor. As on
+  // CUDA, only 0-dim CPU tensors (scalars) may be mixed with foo tensors, except as indices, and none
+  // may be written to. A scalar is passed by value, as a kernel argument on CUDA: the kernel gets a
+  // copy, so a queued kernel does not see later changes to it. The lvalue overload borrows a foo
+  // argument, which the caller keeps alive for the whole call; the rvalue one takes it over.
+  at::Tensor argument(const at::Tensor& t, TensorUse use = TensorUse::kInput);
+  at::Tensor argument(at::Tensor&& t, TensorUse use = TensorUse::kInput);
+  std::optional<at::Tensor> argument(const std::optional<at::Tensor>& t, TensorUse use = TensorUse::kInput) {
+    if (!t) signature_.undefinedTensor();
+    return t ? std::optional<at::Tensor>(argument(*t, use)) : std::nullopt;
+  }
+  // Any other argument is returned as it is.
+  template <class T>
+  const T& argument(const T& value) {
+    signature_.add(value);
+    return value;
+  }
+  // The call reads host state (a generator) or has outputs that depend on values: it must not be queued.
+  void keepSynchronous() { signature_.forbid(); }
   // The device of an operator without foo tensor arguments (a factory op's `device=`).
   void targetDevice(c10::Device device);
 
@@ -52,7 +72,7 @@ class HostKernelCall {
   void run(Kernel&& kernel) {
     prepare();
     const c10::DeviceIndex device = device_;
-    launchKernel(device, [&] {
+    runAfterStream(device, [&] {
       RedirectHostAllocations redirect(device);
       kernel();
     });
@@ -65,8 +85,6 @@ class HostKernelCall {
     kernel();
   }
 
-  // The call's signature: tensor arguments join it as they are registered; the caller adds the others.
-  LaunchSignature& signature() { return signature_; }
   // The plan of an earlier call with this signature, when this call may be queued; else nullptr.
   std::shared_ptr<LaunchPlan> plan();
   // A kernel that can be queued: it owns what it uses and appends its results (flattened) to the vector.
@@ -92,20 +110,15 @@ class HostKernelCall {
   }
 
  private:
-  struct RedirectHostAllocations {
-    explicit RedirectHostAllocations(c10::DeviceIndex device);
-    ~RedirectHostAllocations();
-    c10::DeviceIndex previous;
-  };
   struct Alias {
     c10::MaybeOwned<at::Tensor> foo;
     at::Tensor view;
     c10::StorageImpl* view_storage;
   };
 
-  at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, bool mutated, bool any_shape);
+  at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
   at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
-  at::Tensor hostInput(const at::Tensor& cpu_tensor, bool any_shape, bool mutated);
+  at::Tensor hostInput(const at::Tensor& cpu_tensor, TensorUse use);
   void prepare();
   void joinDevice(c10::Device device);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
@@ -119,13 +132,6 @@ class HostKernelCall {
   bool nested_ = false;
   c10::SmallVector<Alias, 4> aliases_;
 };
-
-// A CPU tensor aliasing `foo_tensor`'s memory through the kernel view. Views of one foo storage that
-// meet in one kernel must share `view_storage`, so that the kernel's overlap checks see them alias.
-at::Tensor kernelView(const at::Tensor& foo_tensor, c10::Storage view_storage = {});
-
-// A CPU tensor aliasing host tensor `t`'s memory without owning it, for work queued on a stream.
-at::Tensor hostAlias(const at::Tensor& t);
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 

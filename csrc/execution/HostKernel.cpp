@@ -1,4 +1,4 @@
-#include "HostKernel.h"
+#include "execution/HostKernel.h"
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/core/TensorBody.h>
@@ -10,171 +10,22 @@
 #include <algorithm>
 #include <cstring>
 
-#include "CachingAllocator.h"
+#include "device/CachingAllocator.h"
+#include "execution/KernelViews.h"
 
 namespace foo {
 namespace {
-
-thread_local c10::DeviceIndex t_redirect_device = -1;
-c10::DeleterFnPtr g_host_raw_deleter = nullptr;
-
-// The outputs a queued kernel is expected to produce, allocated by the host before it was queued. The
-// first allocation of an output's exact size receives that output's memory, so a kernel that allocates
-// its output first (as structured kernels do) writes its result in place; any other result is copied.
-// A queued kernel's other allocations are host memory: device memory the host freed may still be
-// waiting for work queued after this kernel, so the kernel must not take it.
-struct OutputHint {
-  void* data;
-  size_t nbytes;
-  bool taken = false;
-};
-using OutputHints = c10::SmallVector<OutputHint, 4>;
-thread_local OutputHints* t_output_hints = nullptr;
-
-// Offers `hints` to this thread's allocations while it lives.
-struct OfferOutputHints {
-  explicit OfferOutputHints(OutputHints& hints) { t_output_hints = &hints; }
-  ~OfferOutputHints() { t_output_hints = nullptr; }
-};
-
-void keepOutput(void*) {}  // an output's memory belongs to its foo storage
-
-c10::DataPtr takeOutputHint(size_t nbytes) {
-  for (OutputHint& hint : *t_output_hints) {
-    if (!hint.taken && hint.nbytes == nbytes) {
-      hint.taken = true;
-      return c10::DataPtr(hint.data, hint.data, &keepOutput, c10::Device(c10::kCPU));
-    }
-  }
-  return c10::DataPtr();
-}
-
-bool isOutputHint(void* ptr) {
-  if (t_output_hints == nullptr) return false;
-  for (const OutputHint& hint : *t_output_hints)
-    if (hint.data == ptr) return true;
-  return false;
-}
-
-void rawDeleteEither(void* ptr) {
-  if (isOutputHint(ptr)) return;
-  if (fooDeviceAddress(ptr) != nullptr) {
-    const int device = fooPointerGetDevice(fooDeviceAddress(ptr));
-    kernelViewAllocator(static_cast<c10::DeviceIndex>(device))->raw_deleter()(ptr);
-  } else {
-    g_host_raw_deleter(ptr);
-  }
-}
-
-// Installed as PyTorch's CPU allocator: outside a host kernel on foo memory it is the original CPU
-// allocator; inside one, allocations come from the device's memory (kernel view).
-class HostAllocatorRedirect final : public c10::Allocator {
- public:
-  explicit HostAllocatorRedirect(c10::Allocator* host) : host_(host) { g_host_raw_deleter = host->raw_deleter(); }
-  c10::DataPtr allocate(size_t nbytes) override {
-    if (t_output_hints != nullptr) {
-      if (c10::DataPtr hinted = takeOutputHint(nbytes)) return hinted;
-    }
-    return t_redirect_device >= 0 ? kernelViewAllocator(t_redirect_device)->allocate(nbytes) : host_->allocate(nbytes);
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return g_host_raw_deleter ? &rawDeleteEither : nullptr; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
-
- private:
-  c10::Allocator* host_;
-};
-
-const bool g_redirect_installed = [] {
-  static HostAllocatorRedirect redirect(c10::GetCPUAllocator());
-  c10::SetCPUAllocator(&redirect, /*priority=*/1);
-  return true;
-}();
 
 [[noreturn]] void raiseMixedDevices(const char* op, c10::Device a, c10::Device b) {
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ", b,
               "! (when checking arguments for ", op, ")");
 }
 
-// Kernel views live for one kernel. A per-thread pool recycles their CPU TensorImpl and StorageImpl
-// once nothing else holds them, so running a small op creates no host-side objects for its inputs.
-class ViewPool {
- public:
-  at::Tensor take() {
-    if (free_.empty()) return {};
-    at::Tensor view = std::move(free_.back());
-    free_.pop_back();
-    return view;
-  }
-  void give(at::Tensor&& view) {
-    if (free_.size() < kCapacity && !view.is_nested() && view.use_count() == 1 && view.storage().use_count() == 1) {
-      free_.push_back(std::move(view));
-    }
-  }
-
- private:
-  static constexpr size_t kCapacity = 16;
-  std::vector<at::Tensor> free_;
-};
-
-thread_local ViewPool t_view_pool;
-
 }  // namespace
-
-namespace {
-
-// A CPU tensor with `t`'s metadata over `data`, which it does not own.
-at::Tensor aliasView(const at::Tensor& t, void* data, c10::Allocator* allocator, c10::Storage view_storage) {
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
-  c10::DataPtr kernel_data(data, c10::Device(c10::kCPU));
-  at::Tensor view = t_view_pool.take();
-  if (!view.defined()) {
-    if (!view_storage) {
-      view_storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-          c10::StorageImpl::use_byte_size_t(), storage->nbytes(), std::move(kernel_data), allocator,
-          /*resizable=*/allocator != nullptr));
-    }
-    view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                    t.dtype());
-  } else {
-    c10::TensorImpl* view_impl = view.unsafeGetTensorImpl();
-    if (!view_storage) {
-      c10::StorageImpl* recycled = view_impl->storage().unsafeGetStorageImpl();
-      recycled->set_data_ptr_noswap(std::move(kernel_data));
-      recycled->set_nbytes(storage->nbytes());
-      recycled->set_allocator(allocator);
-      recycled->set_resizable(allocator != nullptr);
-      view_storage = view_impl->storage();
-    }
-    view_impl->set_storage_and_dtype(std::move(view_storage), t.dtype());
-  }
-  c10::TensorImpl* view_impl = view.unsafeGetTensorImpl();
-  view_impl->set_sizes_and_strides(impl->sizes(), impl->strides(), impl->storage_offset());
-  view_impl->_set_conj(impl->is_conj());
-  view_impl->_set_neg(impl->is_neg());
-  return view;
-}
-
-}  // namespace
-
-at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
-  // Resizable through the device's kernel-view allocator: an out= resize reallocates on the device.
-  return aliasView(t, fooKernelAddress(t.storage().data()), kernelViewAllocator(t.device().index()),
-                   std::move(view_storage));
-}
-
-at::Tensor hostAlias(const at::Tensor& t) { return aliasView(t, t.storage().mutable_data(), nullptr, {}); }
 
 HostKernelCall::~HostKernelCall() {
-  for (Alias& a : aliases_) t_view_pool.give(std::move(a.view));
+  for (Alias& a : aliases_) recycleKernelView(std::move(a.view));
 }
-
-HostKernelCall::RedirectHostAllocations::RedirectHostAllocations(c10::DeviceIndex device)
-    : previous(t_redirect_device) {
-  t_redirect_device = device;
-}
-
-HostKernelCall::RedirectHostAllocations::~RedirectHostAllocations() { t_redirect_device = previous; }
 
 void HostKernelCall::joinDevice(c10::Device device) {
   if (device_ < 0) {
@@ -184,21 +35,21 @@ void HostKernelCall::joinDevice(c10::Device device) {
   }
 }
 
-at::Tensor HostKernelCall::argument(const at::Tensor& t, bool mutated, bool any_shape) {
-  return addArgument(c10::MaybeOwned<at::Tensor>::borrowed(t), mutated, any_shape);
+at::Tensor HostKernelCall::argument(const at::Tensor& t, TensorUse use) {
+  return addArgument(c10::MaybeOwned<at::Tensor>::borrowed(t), use);
 }
 
-at::Tensor HostKernelCall::argument(at::Tensor&& t, bool mutated, bool any_shape) {
-  return addArgument(c10::MaybeOwned<at::Tensor>::owned(std::move(t)), mutated, any_shape);
+at::Tensor HostKernelCall::argument(at::Tensor&& t, TensorUse use) {
+  return addArgument(c10::MaybeOwned<at::Tensor>::owned(std::move(t)), use);
 }
 
-at::Tensor HostKernelCall::addArgument(c10::MaybeOwned<at::Tensor> t, bool mutated, bool any_shape) {
+at::Tensor HostKernelCall::addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use) {
   if (!t->defined()) {
     signature_.undefinedTensor();
     return *t;
   }
   if (isFoo(*t)) return addInput(std::move(t));
-  return hostInput(*t, any_shape, mutated);
+  return hostInput(*t, use);
 }
 
 at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
@@ -238,8 +89,9 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
   return view;
 }
 
-at::Tensor HostKernelCall::hostInput(const at::Tensor& t, bool any_shape, bool mutated) {
-  if (mutated || (!any_shape && t.dim() != 0)) host_conflict_ = t.device();
+at::Tensor HostKernelCall::hostInput(const at::Tensor& t, TensorUse use) {
+  const bool mutated = use == TensorUse::kMutated;
+  if (mutated || (use != TensorUse::kIndices && t.dim() != 0)) host_conflict_ = t.device();
   if (mutated || t.dim() != 0 || t.device().type() != c10::kCPU) {
     signature_.forbid();  // a queued kernel would read host memory the caller may change meanwhile
     return t;
@@ -318,7 +170,7 @@ std::vector<at::Tensor> HostKernelCall::launch(std::shared_ptr<LaunchPlan> plan,
       fresh_views.emplace_back();
     }
   }
-  launchKernelAsync(device_, [plan = std::move(plan), kernel = std::move(kernel), views = std::move(fresh_views),
+  enqueueOnStream(device_, [plan = std::move(plan), kernel = std::move(kernel), views = std::move(fresh_views),
                               keys = c10::impl::tls_local_dispatch_key_set(), op = op_name_] {
     c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys);
     OutputHints hints;
@@ -410,7 +262,7 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
     void* dest = fooKernelAddress(device_ptr.get());
     const void* src = impl->data_ptr().get();
     const size_t n = impl->nbytes();
-    launchKernel(device_, [&] { std::memcpy(dest, src, n); });
+    runAfterStream(device_, [&] { std::memcpy(dest, src, n); });
   }
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
                                                             std::move(device_ptr), &cachingAllocator(),

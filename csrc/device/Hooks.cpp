@@ -3,10 +3,10 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/StorageImpl.h>
 
-#include "CachingAllocator.h"
-#include "Common.h"
-#include "Generator.h"
-#include "HostAllocator.h"
+#include "device/CachingAllocator.h"
+#include "device/Common.h"
+#include "device/Generator.h"
+#include "device/PinnedAllocator.h"
 
 namespace foo {
 namespace {

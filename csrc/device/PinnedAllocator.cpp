@@ -5,9 +5,9 @@
 
 #include <utility>
 
-#include "Common.h"
-#include "HostAllocator.h"
-#include "Stream.h"
+#include "device/Common.h"
+#include "device/PinnedAllocator.h"
+#include "device/Stream.h"
 
 namespace foo {
 namespace {
@@ -39,13 +39,14 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
   void free_block(at::HostBlock<c10::Stream>* block) override { FOO_CHECK(fooFreeHost(block->ptr_)); }
   void record_stream(std::optional<std::vector<OwnedEvent>>& events, c10::Stream stream) override {
     OwnedEvent event;
-    FOO_CHECK(fooEventRecord(event.get(), stream.device_index(), static_cast<fooStream_t>(stream.id())));
+    const FooStream foo_stream = FooStream::of(stream);
+    FOO_CHECK(fooEventRecord(event.get(), foo_stream.device, foo_stream.id));
     events->push_back(std::move(event));
   }
   bool query_event(OwnedEvent& event) override { return fooEventQuery(event.get()) == fooSuccess; }
   c10::Stream get_current_stream() const override {
     const c10::DeviceIndex device = currentDevice();
-    return c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(currentStream(device)));
+    return FooStream::current(device).unwrap();
   }
   bool stream_is_capturing(c10::Stream) const override { return false; }  // foo has no graph capture
 };

@@ -1,4 +1,4 @@
-#include "Stream.h"
+#include "device/Stream.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -13,12 +13,12 @@
 namespace foo {
 namespace {
 // Per thread and device, as CUDA's current stream; stream 0 is each device's default stream.
-thread_local fooStream_t t_current_stream[16] = {};
+thread_local fooStream_t t_current_stream[FOO_MAX_DEVICES] = {};
 
 thread_local bool t_on_stream_worker = false;
 
 std::mutex g_async_error_mutex;
-std::exception_ptr g_async_errors[16];
+std::exception_ptr g_async_errors[FOO_MAX_DEVICES];
 }  // namespace
 
 namespace detail {
@@ -95,7 +95,7 @@ struct KernelThreadSettings {
 
 }  // namespace
 
-void launchKernelAsync(c10::DeviceIndex device, std::function<void()> kernel) {
+void enqueueOnStream(c10::DeviceIndex device, std::function<void()> kernel) {
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   struct Launch {
     std::function<void()> kernel;

@@ -5,11 +5,11 @@
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "CachingAllocator.h"
-#include "Common.h"
-#include "Fallback.h"
-#include "Generator.h"
-#include "Stream.h"
+#include "device/CachingAllocator.h"
+#include "device/Common.h"
+#include "device/Generator.h"
+#include "device/Stream.h"
+#include "execution/Fallback.h"
 
 #include <chrono>
 #include <future>
@@ -91,7 +91,7 @@ PYBIND11_MODULE(_C, m) {
   // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
   m.def("_sleep", [](int64_t cycles) {
     const c10::DeviceIndex device = currentDevice();
-    launchKernelAsync(device, [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });
+    enqueueOnStream(device, [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });
   });
   // Keeps the current stream busy until the returned function is called: "the stream is still busy"
   // without depending on how fast the host is (tests). A hold never released (or waited for by the
@@ -99,7 +99,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_hold_stream", [] {
     auto release = std::make_shared<std::promise<void>>();
     std::shared_future<void> released = release->get_future().share();
-    launchKernelAsync(currentDevice(), [released] {
+    enqueueOnStream(currentDevice(), [released] {
       TORCH_CHECK(released.wait_for(std::chrono::minutes(2)) == std::future_status::ready,
                   "foo: a stream held by _hold_stream was never released");
     });

@@ -1,10 +1,10 @@
-#include "Generator.h"
+#include "device/Generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <mutex>
 
-#include "Common.h"
+#include "device/Common.h"
 
 namespace foo {
 

@@ -1,0 +1,302 @@
+// Tests of the simulated driver at its C-like API (csrc/runtime/foo_runtime.h), with no PyTorch, as a
+// vendor runtime is tested: a fault in memory mapping, stream order, events or error reporting is
+// found here rather than through an operator. Each test runs in its own process (the runtime reads its
+// environment once): `runtime_tests NAME` runs one and exits 0 when it holds; `runtime_tests --list`
+// names them. tests/test_runtime.py builds and drives it.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/foo_runtime.h"
+
+namespace {
+
+std::map<std::string, std::function<void()>>& tests() {
+  static std::map<std::string, std::function<void()>> registry;
+  return registry;
+}
+
+struct Register {
+  Register(const char* name, std::function<void()> test) { tests()[name] = std::move(test); }
+};
+
+#define RUNTIME_TEST(name)             \
+  void name();                         \
+  const Register register_##name(#name, name); \
+  void name()
+
+#define EXPECT(condition)                                                            \
+  do {                                                                               \
+    if (!(condition)) {                                                              \
+      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #condition); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+#define EXPECT_OK(call) EXPECT((call) == fooSuccess)
+
+// A kernel that blocks its stream until the test opens the gate: "still queued" without timing.
+struct Gate {
+  std::promise<void> open;
+  std::shared_future<void> opened = open.get_future().share();
+  static void wait(void* gate) { static_cast<Gate*>(gate)->opened.wait(); }
+};
+
+void append(void* arg) {
+  auto* slot = static_cast<std::pair<std::vector<int>*, int>*>(arg);
+  slot->first->push_back(slot->second);
+}
+
+// Runs `child` in a forked process; returns its wait status.
+int inChild(const std::function<void()>& child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    child();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+// ---- Devices -------------------------------------------------------------------------------------
+
+RUNTIME_TEST(device_count_comes_from_the_environment_without_initialising) {
+  int count = 0;
+  EXPECT_OK(fooGetDeviceCount(&count));
+  EXPECT(count == std::atoi(std::getenv("FOO_DEVICE_COUNT")));
+  EXPECT(!fooIsInitialized());
+  EXPECT_OK(fooInit());
+  EXPECT(fooIsInitialized());
+}
+
+RUNTIME_TEST(invalid_devices_are_refused) {
+  int count = 0;
+  fooGetDeviceCount(&count);
+  void* ptr = nullptr;
+  fooDeviceProp prop;
+  EXPECT(fooSetDevice(count) == fooErrorInvalidDevice);
+  EXPECT(fooSetDevice(-1) == fooErrorInvalidDevice);
+  EXPECT(fooMalloc(count, &ptr, 16) == fooErrorInvalidDevice);
+  EXPECT(fooGetDeviceProperties(&prop, count) == fooErrorInvalidDevice);
+  EXPECT_OK(fooSetDevice(count - 1));
+  int current = -1;
+  EXPECT_OK(fooGetDevice(&current));
+  EXPECT(current == count - 1);
+}
+
+RUNTIME_TEST(current_device_is_per_thread) {
+  EXPECT_OK(fooSetDevice(1));
+  int other_thread_device = -1;
+  std::async(std::launch::async, [&] { fooGetDevice(&other_thread_device); }).wait();
+  EXPECT(other_thread_device == 0);
+}
+
+RUNTIME_TEST(properties_report_the_memory_size) {
+  fooDeviceProp prop;
+  EXPECT_OK(fooGetDeviceProperties(&prop, 0));
+  EXPECT(prop.totalGlobalMem == (size_t{64} << 20));
+  EXPECT(std::strlen(prop.name) > 0);
+  for (int e = fooSuccess; e <= fooErrorForkedProcess; ++e)
+    EXPECT(std::strcmp(fooGetErrorString(static_cast<fooError_t>(e)), "unknown error") != 0);
+}
+
+// ---- Memory: one allocation, two mappings --------------------------------------------------------
+
+RUNTIME_TEST(memory_is_mapped_twice) {
+  void* device = nullptr;
+  EXPECT_OK(fooMalloc(1, &device, 1000));
+  EXPECT(fooPointerGetDevice(device) == 1);
+  auto* kernel = static_cast<unsigned char*>(fooKernelAddress(device));
+  EXPECT(kernel != nullptr && kernel != device);
+  EXPECT(fooDeviceAddress(kernel) == device);
+  EXPECT(fooDeviceAddress(kernel + 10) == static_cast<char*>(device) + 10);
+  std::memset(kernel, 0xab, 1000);  // the kernel mapping is host read/write
+  EXPECT(kernel[999] == 0xab);
+  int host = 0;
+  EXPECT(fooPointerGetDevice(&host) == -1 && fooKernelAddress(&host) == nullptr && fooDeviceAddress(&host) == nullptr);
+  EXPECT_OK(fooFree(1, device));
+}
+
+RUNTIME_TEST(host_code_cannot_dereference_a_device_address) {
+  void* device = nullptr;
+  EXPECT_OK(fooMalloc(0, &device, 64));
+  const int status = inChild([&] {
+    volatile char value = *static_cast<volatile char*>(device);
+    (void)value;
+  });
+  EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+}
+
+RUNTIME_TEST(memory_is_accounted_and_exhaustion_is_an_error) {
+  size_t free_before = 0, total = 0;
+  EXPECT_OK(fooMemGetInfo(0, &free_before, &total));
+  EXPECT(total == (size_t{64} << 20) && free_before == total);
+  void* block = nullptr;
+  EXPECT_OK(fooMalloc(0, &block, 1 << 20));
+  size_t free_after = 0;
+  EXPECT_OK(fooMemGetInfo(0, &free_after, &total));
+  EXPECT(free_after == free_before - (1 << 20));
+  void* too_big = nullptr;
+  EXPECT(fooMalloc(0, &too_big, total) == fooErrorMemoryAllocation);
+  EXPECT_OK(fooFree(0, block));
+  EXPECT_OK(fooMalloc(0, &too_big, total));  // usable after the failure, and whole once freed
+  EXPECT_OK(fooFree(0, too_big));
+  size_t other_free = 0;
+  EXPECT_OK(fooMemGetInfo(1, &other_free, &total));
+  EXPECT(other_free == total);  // each device has its own memory
+}
+
+RUNTIME_TEST(pinned_host_memory_is_recognised) {
+  void* pinned = nullptr;
+  EXPECT_OK(fooHostAlloc(&pinned, 4096));
+  EXPECT(fooHostPointerIsPinned(pinned) == 1);
+  EXPECT(fooHostPointerIsPinned(static_cast<char*>(pinned) + 4095) == 1);
+  int pageable = 0;
+  EXPECT(fooHostPointerIsPinned(&pageable) == 0);
+  static_cast<char*>(pinned)[0] = 1;  // host memory: the host may touch it
+  EXPECT_OK(fooFreeHost(pinned));
+  EXPECT(fooHostPointerIsPinned(pinned) == 0);
+}
+
+// ---- Streams: asynchronous, in launch order --------------------------------------------------------
+
+RUNTIME_TEST(a_launch_returns_before_its_kernel_runs) {
+  Gate gate;
+  EXPECT_OK(fooLaunchKernel(0, 0, &Gate::wait, &gate));
+  EXPECT(fooStreamQuery(0, 0) == fooErrorNotReady);
+  fooStream_t other = 0;
+  EXPECT_OK(fooStreamCreate(0, &other, 0));
+  EXPECT_OK(fooStreamQuery(0, other));  // other streams are not held up
+  gate.open.set_value();
+  EXPECT_OK(fooStreamSynchronize(0, 0));
+  EXPECT_OK(fooStreamQuery(0, 0));
+}
+
+RUNTIME_TEST(a_stream_runs_its_work_in_launch_order) {
+  std::vector<int> order;
+  std::vector<std::pair<std::vector<int>*, int>> slots;
+  for (int i = 0; i < 1000; ++i) slots.push_back({&order, i});
+  Gate gate;
+  EXPECT_OK(fooLaunchKernel(1, 0, &Gate::wait, &gate));
+  for (auto& slot : slots) EXPECT_OK(fooLaunchKernel(1, 0, &append, &slot));
+  EXPECT(order.empty());
+  gate.open.set_value();
+  EXPECT_OK(fooDeviceSynchronize(1));
+  EXPECT(order.size() == 1000);
+  for (int i = 0; i < 1000; ++i) EXPECT(order[i] == i);
+}
+
+RUNTIME_TEST(stream_pools_and_priorities) {
+  fooStream_t low = 0, high = 0;
+  int priority = 1;
+  EXPECT_OK(fooStreamCreate(0, &low, 0));
+  EXPECT_OK(fooStreamCreate(0, &high, -1));
+  EXPECT(low != 0 && high != 0 && low != high);
+  EXPECT_OK(fooStreamGetPriority(0, low, &priority));
+  EXPECT(priority == 0);
+  EXPECT_OK(fooStreamGetPriority(0, high, &priority));
+  EXPECT(priority == -1);
+  EXPECT_OK(fooStreamGetPriority(0, 0, &priority));
+  EXPECT(priority == 0);
+  EXPECT(fooStreamQuery(0, 100000) == fooErrorInvalidValue);
+  EXPECT(fooLaunchKernel(0, -1, &Gate::wait, nullptr) == fooErrorInvalidValue);
+}
+
+// ---- Events: markers in a stream's queue -----------------------------------------------------------
+
+RUNTIME_TEST(an_event_completes_when_its_stream_reaches_it) {
+  fooEvent_t event = nullptr;
+  EXPECT_OK(fooEventCreate(&event, 0));
+  EXPECT_OK(fooEventQuery(event));  // never recorded: nothing to wait for
+  Gate gate;
+  EXPECT_OK(fooLaunchKernel(0, 0, &Gate::wait, &gate));
+  EXPECT_OK(fooEventRecord(event, 0, 0));
+  EXPECT(fooEventQuery(event) == fooErrorNotReady);
+  gate.open.set_value();
+  EXPECT_OK(fooEventSynchronize(event));
+  EXPECT_OK(fooEventQuery(event));
+  EXPECT_OK(fooEventDestroy(event));
+}
+
+RUNTIME_TEST(a_stream_waiting_on_an_event_runs_nothing_before_it) {
+  fooStream_t producer = 0, consumer = 0;
+  EXPECT_OK(fooStreamCreate(0, &producer, 0));
+  EXPECT_OK(fooStreamCreate(0, &consumer, 0));
+  fooEvent_t ready = nullptr;
+  EXPECT_OK(fooEventCreate(&ready, 0));
+  Gate gate;
+  std::vector<int> order;
+  std::pair<std::vector<int>*, int> produced{&order, 1}, consumed{&order, 2};
+  EXPECT_OK(fooLaunchKernel(0, producer, &Gate::wait, &gate));
+  EXPECT_OK(fooLaunchKernel(0, producer, &append, &produced));
+  EXPECT_OK(fooEventRecord(ready, 0, producer));
+  EXPECT_OK(fooStreamWaitEvent(0, consumer, ready));
+  EXPECT_OK(fooLaunchKernel(0, consumer, &append, &consumed));
+  EXPECT(fooStreamQuery(0, consumer) == fooErrorNotReady);
+  gate.open.set_value();
+  EXPECT_OK(fooStreamSynchronize(0, consumer));
+  EXPECT(order == (std::vector<int>{1, 2}));
+  EXPECT_OK(fooEventDestroy(ready));
+}
+
+RUNTIME_TEST(elapsed_time_needs_timing_events) {
+  fooEvent_t start = nullptr, end = nullptr, untimed = nullptr;
+  EXPECT_OK(fooEventCreate(&start, 1));
+  EXPECT_OK(fooEventCreate(&end, 1));
+  EXPECT_OK(fooEventCreate(&untimed, 0));
+  EXPECT_OK(fooEventRecord(start, 0, 0));
+  EXPECT_OK(fooEventRecord(end, 0, 0));
+  EXPECT_OK(fooEventRecord(untimed, 0, 0));
+  EXPECT_OK(fooEventSynchronize(end));
+  float ms = -1;
+  EXPECT_OK(fooEventElapsedTime(&ms, start, end));
+  EXPECT(ms >= 0);
+  EXPECT(fooEventElapsedTime(&ms, start, untimed) == fooErrorInvalidValue);
+}
+
+// ---- Launch blocking and fork --------------------------------------------------------------------
+
+RUNTIME_TEST(launch_blocking_runs_kernels_inline) {  // run with FOO_LAUNCH_BLOCKING=1
+  EXPECT(fooLaunchBlocking() == 1);
+  std::vector<int> order;
+  std::pair<std::vector<int>*, int> slot{&order, 7};
+  EXPECT_OK(fooLaunchKernel(0, 0, &append, &slot));
+  EXPECT(order == std::vector<int>{7});  // already ran, on this thread
+}
+
+RUNTIME_TEST(a_child_forked_after_initialisation_cannot_use_the_device) {
+  EXPECT_OK(fooInit());
+  const int status = inChild([] {
+    void* ptr = nullptr;
+    if (!fooIsInBadFork() || fooIsInitialized()) _exit(2);
+    if (fooMalloc(0, &ptr, 16) != fooErrorForkedProcess) _exit(3);
+    if (fooStreamSynchronize(0, 0) != fooErrorForkedProcess) _exit(4);
+  });
+  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT(!fooIsInBadFork());  // the parent keeps its device
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--list") == 0) {
+    for (const auto& [name, test] : tests()) std::printf("%s\n", name.c_str());
+    return 0;
+  }
+  if (argc != 2 || tests().count(argv[1]) == 0) {
+    std::fprintf(stderr, "usage: runtime_tests --list | TEST\n");
+    return 2;
+  }
+  tests()[argv[1]]();
+  return 0;
+}
