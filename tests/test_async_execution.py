@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
+
+import foo_backend
 
 LONG = 1_000_000_000  # cycles of the 1 GHz simulated device: 1 s
 N = 1 << 16
@@ -116,7 +119,10 @@ def test_pinned_source_outlives_a_pending_copy():
 
 def test_launch_blocking_runs_everything_inline():
     script = f"""
+import pytest
 import torch
+
+import foo_backend
 src = torch.ones({N}).pin_memory()
 dst = torch.zeros({N}, device="foo")
 side = torch.foo.Stream()
@@ -432,3 +438,22 @@ def test_a_future_records_its_consumers_stream_with_the_allocator():
         y = torch.empty(N, device="foo")
         assert y.data_ptr() != ptr  # not reused while the side stream may still read it
     torch.foo.synchronize()
+
+
+def test_a_signature_whose_outputs_turn_out_to_depend_on_values_runs_synchronously_after_one_error():
+    # masked_select is tagged dynamic_output_shape; queueing it anyway is what an untagged operator with
+    # value-dependent outputs would do (tools/find_value_dependent_ops.py finds none in PyTorch 2.13).
+    x = torch.arange(8.0, device="foo")
+    two = torch.tensor([True, True] + [False] * 6, device="foo")
+    five = torch.tensor([True] * 5 + [False] * 3, device="foo")
+    foo_backend._C._queue_despite_tags("aten::masked_select", True)
+    try:
+        _warm(lambda: torch.masked_select(x, two))  # learns: one output of 2 elements
+        torch.masked_select(x, five)  # queued with the learnt plan; the kernel returns 5 elements
+        with pytest.raises(RuntimeError, match="masked_select returned outputs of other shapes"):
+            torch.foo.synchronize()
+        torch.foo.synchronize()  # reported once
+        assert torch.equal(torch.masked_select(x, five).cpu(), torch.arange(5.0))  # synchronous from now on
+        assert torch.equal(torch.masked_select(x, two).cpu(), torch.arange(2.0))
+    finally:
+        foo_backend._C._queue_despite_tags("aten::masked_select", False)

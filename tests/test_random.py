@@ -167,12 +167,7 @@ print(torch.equal(torch.randn(6, device="foo:0").cpu(), expected),
 
 # Every random operator on foo draws from its device's foo generator only (CONTRACT: RNG).
 DEVICE_RNG_OPS = {
-    "dropout": lambda x: F.dropout(x, 0.3),
-    "dropout_inplace": lambda x: F.dropout(x.clone(), 0.3, inplace=True),
-    "dropout2d": lambda x: F.dropout2d(x.view(4, 8, 4, 4), 0.4),
-    "alpha_dropout": lambda x: F.alpha_dropout(x, 0.2, training=True),
-    "feature_alpha_dropout": lambda x: F.feature_alpha_dropout(x.view(4, 8, 16), 0.2, training=True),
-    "rrelu": lambda x: F.rrelu(x, training=True),
+    **DROPOUTS,
     "bernoulli": lambda x: torch.bernoulli(x.sigmoid()),
     "rand_like": lambda x: torch.rand_like(x),
     "randperm": lambda x: torch.randperm(64, device=x.device),

@@ -88,6 +88,7 @@ PYBIND11_MODULE(_C, m) {
     const pybind11::gil_scoped_release no_gil;
     synchronizeDevice(index);
   });
+  m.def("_queue_despite_tags", [](const std::string& op_name, bool queue) { queueDespiteTags(op_name, queue); });
   // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
   m.def("_sleep", [](int64_t cycles) {
     const c10::DeviceIndex device = currentDevice();

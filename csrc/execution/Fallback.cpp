@@ -3,6 +3,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
 #include "device/Generator.h"
 #include "execution/Fallback.h"
 #include "execution/HostKernel.h"
@@ -79,10 +83,18 @@ bool isViewOperator(const c10::FunctionSchema& schema) {
   return true;
 }
 
-// Outputs that depend on values, or random numbers drawn by the host's generators, keep a call synchronous.
+std::mutex g_queued_despite_tags_mutex;
+std::unordered_set<std::string> g_queued_despite_tags;
+
+// Outputs that depend on values, or random numbers drawn by the host's generators, keep a call
+// synchronous. PyTorch tags those operators; tools/find_value_dependent_ops.py looks for untagged ones.
 bool mayRunAsynchronously(const c10::OperatorHandle& op) {
-  return !op.hasTag(at::Tag::dynamic_output_shape) && !op.hasTag(at::Tag::data_dependent_output) &&
-         !op.hasTag(at::Tag::nondeterministic_seeded);
+  if (!op.hasTag(at::Tag::dynamic_output_shape) && !op.hasTag(at::Tag::data_dependent_output) &&
+      !op.hasTag(at::Tag::nondeterministic_seeded)) {
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(g_queued_despite_tags_mutex);
+  return g_queued_despite_tags.count(op.schema().name()) != 0;
 }
 
 // The tensors among `count` values, flattened; `structure` receives each value's list length (-1 for a
@@ -195,6 +207,15 @@ bool hasCompositeKernel(const c10::OperatorHandle& op) {
 }
 
 }  // namespace
+
+void queueDespiteTags(const std::string& op_name, bool queue) {
+  std::lock_guard<std::mutex> lock(g_queued_despite_tags_mutex);
+  if (queue) {
+    g_queued_despite_tags.insert(op_name);
+  } else {
+    g_queued_despite_tags.erase(op_name);
+  }
+}
 
 void routeCompositeOperatorsToCpuKernels() {
   // Deliberately never destroyed: the registrations live as long as the process.

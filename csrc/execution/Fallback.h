@@ -1,6 +1,8 @@
 // The boxed fallback: every ATen operator without a dedicated foo kernel runs its CPU kernel on foo memory.
 #pragma once
 
+#include <string>
+
 namespace foo {
 
 // An operator with both a CPU kernel and a composite one would run the composite on foo, since the
@@ -9,5 +11,10 @@ namespace foo {
 // This registers the fallback for every such operator, so foo runs the kernel CPU runs. Call it once,
 // after foo's own kernels are registered.
 void routeCompositeOperatorsToCpuKernels();
+
+// Lets calls of `op_name` ("aten::nonzero") be learnt and queued although PyTorch tags its outputs as
+// depending on values, so that tests can reach what a wrongly learnt signature does: its next queued
+// call raises an asynchronous error, and the signature runs synchronously from then on.
+void queueDespiteTags(const std::string& op_name, bool queue);
 
 }  // namespace foo
