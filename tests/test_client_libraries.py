@@ -1,23 +1,28 @@
 """Real client libraries on foo: transformers, accelerate and peft give CPU's results.
 
 Tiny randomly initialised models (built from config objects, nothing downloaded) train for a few steps
-on foo and on CPU from identical weights and must end with identical losses and parameters; greedy
-generation must produce identical tokens. These are the checks that found foo's defects with tied
-weights (Parameters replaced by Module.to), SiLU gradients (composite kernels) and dropout (drawn from
-the CPU generator)."""
+on foo and on CPU from identical weights and must end with identical losses and parameters, bit for
+bit; greedy generation must produce identical tokens. These are the checks that found foo's defects
+with tied weights (Parameters replaced by Module.to), SiLU gradients (composite kernels) and dropout
+(drawn from the CPU generator)."""
 import copy
+import json
 import os
 import subprocess
 import sys
+import textwrap
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before huggingface_hub is imported: it reads the variable once
 
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 STEPS = 4
 VOCAB = 100
+LLAMA = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+             num_key_value_heads=2, max_position_embeddings=32)  # hidden_act="silu", the default
 
 
 def gpt2(dropout=0.0):
@@ -27,9 +32,7 @@ def gpt2(dropout=0.0):
 
 
 def llama():
-    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
-    return transformers.LlamaForCausalLM(config)
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA))
 
 
 def batches(count=STEPS):
@@ -39,11 +42,12 @@ def batches(count=STEPS):
 
 def train(model, device, optimizer=None, seed=None):
     """`model` (on CPU) trained on `device` with AdamW; the optimizer may be made before the move, as
-    accelerate's prepare() does. `seed` seeds the generator of `device` alone (dropout)."""
+    accelerate's prepare() does. `seed` seeds the run right before training: `torch.manual_seed` on CPU,
+    `torch.foo.manual_seed` alone on foo (dropout must draw from foo's generator only)."""
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=1e-2)
     model.to(device).train()
     if seed is not None:
-        (torch.foo.manual_seed if device == "foo" else torch.default_generator.manual_seed)(seed)
+        (torch.foo.manual_seed if device == "foo" else torch.manual_seed)(seed)
     losses = []
     for ids in batches():
         ids = ids.to(device)
@@ -76,19 +80,23 @@ def test_training_equals_cpu(make):
 
 def test_tied_weights_stay_tied_and_an_optimizer_made_before_the_move_trains():
     model = initial(gpt2)
+    assert model.lm_head.weight is model.transformer.wte.weight
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)  # made on CPU, before the move
     cpu = train(copy.deepcopy(model), "cpu")
     foo = train(model, "foo", optimizer)
     assert model.lm_head.weight is model.transformer.wte.weight
     assert model.lm_head.weight.device.type == "foo"
+    assert all(p.device.type == "foo" for group in optimizer.param_groups for p in group["params"])
     assert_same_training(cpu, foo)
 
 
 def test_dropout_draws_from_the_device_generator():
     model = initial(lambda: gpt2(dropout=0.1))
     cpu = train(copy.deepcopy(model), "cpu", seed=7)
+    other_seed = train(copy.deepcopy(model), "foo", seed=8)
     foo = train(model, "foo", seed=7)
     assert_same_training(cpu, foo)
+    assert other_seed[0] != foo[0]  # dropout is active: another seed gives other losses
 
 
 @pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
@@ -98,6 +106,7 @@ def test_greedy_generation_equals_cpu(make):
     expected = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
     actual = model.to("foo").generate(prompt.to("foo"), max_new_tokens=8, do_sample=False, pad_token_id=0)
     assert actual.device.type == "foo"
+    assert actual.shape == (2, 12 + 8)
     assert torch.equal(actual.cpu(), expected)
 
 
@@ -105,35 +114,82 @@ def test_peft_lora_training_equals_cpu():
     peft = pytest.importorskip("peft")
     config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
     model = peft.get_peft_model(initial(llama), config)
-    assert_same_training(train(copy.deepcopy(model), "cpu"), train(model, "foo"))
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_B" in n}
+    cpu, foo = train(copy.deepcopy(model), "cpu"), train(model, "foo")
+    assert_same_training(cpu, foo)
+    assert any(not torch.equal(foo[1][n], p) for n, p in before.items())  # the adapters trained
+
+
+def run(script, *args, **env):
+    """`script` in a fresh interpreter (accelerate's state is a process-wide singleton) with `args` and
+    `env` (None unsets a variable); returns the JSON it prints last."""
+    env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+ACCELERATE = f"""
+    import copy, json, torch, foo_backend, transformers
+    from accelerate import Accelerator
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{LLAMA!r}))
+    reference = copy.deepcopy(model)
+    data = torch.Generator().manual_seed(1)
+    loader = torch.utils.data.DataLoader(torch.randint(0, 100, (8, 12), generator=data), batch_size=2)
+
+    accelerator = Accelerator()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)  # before the move, as accelerate's examples do
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    ref_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    devices, same_losses = set(), []
+    for ids in loader:
+        devices.add(str(ids.device))
+        loss = model(input_ids=ids, labels=ids).loss
+        optimizer.zero_grad(); accelerator.backward(loss); optimizer.step()
+        ref_ids = ids.cpu()
+        ref_loss = reference(input_ids=ref_ids, labels=ref_ids).loss
+        ref_optimizer.zero_grad(); ref_loss.backward(); ref_optimizer.step()
+        same_losses.append(loss.item() == ref_loss.item())
+    print(json.dumps(dict(
+        accelerator=str(accelerator.device), batches=sorted(devices),
+        params=sorted({{str(p.device) for p in model.parameters()}}), same_losses=same_losses,
+        same_params=all(torch.equal(p.cpu(), r) for p, r in zip(model.parameters(), reference.parameters())))))
+"""
 
 
 def test_accelerate_prepares_on_foo_when_told_to():
     pytest.importorskip("accelerate")
-    # accelerate's state is a process-wide singleton that reads ACCELERATE_TORCH_DEVICE once: a fresh process.
-    script = """
-import copy, torch, foo_backend, transformers
-from accelerate import Accelerator
-torch.manual_seed(0)
-config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                  num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
-model = transformers.LlamaForCausalLM(config)
-reference = copy.deepcopy(model)
-accelerator = Accelerator()
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-model, optimizer = accelerator.prepare(model, optimizer)
-ref_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2)
-data = torch.Generator().manual_seed(1)
-for _ in range(3):
-    ids = torch.randint(0, 100, (2, 12), generator=data)
-    loss = model(input_ids=ids.to(accelerator.device), labels=ids.to(accelerator.device)).loss
-    optimizer.zero_grad(); accelerator.backward(loss); optimizer.step()
-    ref_loss = reference(input_ids=ids, labels=ids).loss
-    ref_optimizer.zero_grad(); ref_loss.backward(); ref_optimizer.step()
-    assert loss.item() == ref_loss.item()
-print(accelerator.device, all(torch.equal(p.cpu(), r) for p, r in zip(model.parameters(), reference.parameters())))
+    result = run(ACCELERATE, ACCELERATE_TORCH_DEVICE="foo")
+    assert result == dict(accelerator="foo", batches=["foo:0"], params=["foo:0"], same_losses=[True] * 4,
+                          same_params=True)
+
+
+TRAINER = f"""
+    import json, sys, tempfile, torch, foo_backend, transformers
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{LLAMA!r}))
+    data = torch.Generator().manual_seed(1)
+    dataset = [dict(input_ids=ids, labels=ids) for ids in torch.randint(0, 100, (8, 12), generator=data)]
+    args = transformers.TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=3, per_device_train_batch_size=2,
+                                          learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to=[],
+                                          disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=dataset)
+    trainer.train()
+    torch.save({{n: p.detach().cpu() for n, p in model.named_parameters()}}, sys.argv[1])
+    print(json.dumps(dict(
+        device=str(args.device), params=sorted({{str(p.device) for p in model.parameters()}}),
+        losses=[log["loss"] for log in trainer.state.log_history if "loss" in log])))
 """
-    env = {**os.environ, "ACCELERATE_TORCH_DEVICE": "foo", "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["foo", "True"]
+
+
+def test_trainer_trains_on_foo_when_told_to_and_equals_cpu(tmp_path):
+    pytest.importorskip("accelerate")
+    cpu = run(TRAINER, str(tmp_path / "cpu.pt"), ACCELERATE_TORCH_DEVICE=None)  # unset: silently the CPU
+    foo = run(TRAINER, str(tmp_path / "foo.pt"), ACCELERATE_TORCH_DEVICE="foo")
+    assert (cpu["device"], cpu["params"]) == ("cpu", ["cpu"])
+    assert (foo["device"], foo["params"]) == ("foo", ["foo:0"])
+    assert len(foo["losses"]) == 3
+    assert foo["losses"] == cpu["losses"]
+    assert_same_training(([], torch.load(tmp_path / "cpu.pt")), ([], torch.load(tmp_path / "foo.pt")))

@@ -38,6 +38,9 @@ bool launchBlocking() {
 struct Task {
   fooKernelFn fn;
   void* arg;
+  // An event's marker runs under the stream's lock, as the stream counts it done: whoever sees the
+  // event complete sees the stream past it, and whoever sees the stream idle sees the event complete.
+  bool marker = false;
 };
 
 class Stream {
@@ -91,10 +94,13 @@ class Stream {
       const Task task = queue_.front();
       queue_.pop_front();
       queued_.store(queue_.size(), std::memory_order_release);
-      lock.unlock();
-      task.fn(task.arg);
-      lock.lock();
+      if (!task.marker) {
+        lock.unlock();
+        task.fn(task.arg);
+        lock.lock();
+      }
       ++completed_;
+      if (task.marker) task.fn(task.arg);
       if (waiters_ > 0) work_done_.notify_all();
     }
   }
@@ -128,18 +134,24 @@ bool validStream(int device, fooStream_t stream) {
 
 Stream& streamOf(int device, fooStream_t stream) { return g_devices[device].streams[stream]; }
 
-// A function and its argument to run on a worker; deletes itself after running.
+void launchTask(int device, fooStream_t stream, Task task) {
+  if (launchBlocking()) {
+    task.fn(task.arg);
+  } else {
+    streamOf(device, stream).launch(task);
+  }
+}
+
+// A function to run on a worker; deletes itself after running.
 template <class F>
-void launchClosure(int device, fooStream_t stream, F&& f) {
+void launchClosure(int device, fooStream_t stream, F&& f, bool marker = false) {
   using Closure = std::decay_t<F>;
   auto* closure = new Closure(std::forward<F>(f));
-  fooLaunchKernel(
-      device, stream,
-      [](void* arg) {
-        std::unique_ptr<Closure> owned(static_cast<Closure*>(arg));
-        (*owned)();
-      },
-      closure);
+  const fooKernelFn run = [](void* arg) {
+    std::unique_ptr<Closure> owned(static_cast<Closure*>(arg));
+    (*owned)();
+  };
+  launchTask(device, stream, Task{run, closure, marker});
 }
 
 }  // namespace
@@ -205,11 +217,7 @@ fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void*
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (!validStream(device, stream)) return fooErrorInvalidValue;
-  if (launchBlocking()) {
-    fn(arg);
-  } else {
-    streamOf(device, stream).launch({fn, arg});
-  }
+  launchTask(device, stream, Task{fn, arg});
   return fooSuccess;
 }
 
@@ -253,7 +261,7 @@ fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
     std::lock_guard<std::mutex> lock(state->mutex);
     generation = ++state->recorded;
   }
-  launchClosure(device, stream, [state, generation] { state->complete(generation); });
+  launchClosure(device, stream, [state, generation] { state->complete(generation); }, /*marker=*/true);
   return fooSuccess;
 }
 

@@ -228,6 +228,25 @@ RUNTIME_TEST(an_event_completes_when_its_stream_reaches_it) {
   EXPECT_OK(fooEventDestroy(event));
 }
 
+RUNTIME_TEST(an_event_and_its_stream_agree_on_what_is_done) {
+  std::vector<int> order;
+  std::pair<std::vector<int>*, int> slot{&order, 0};
+  fooEvent_t event = nullptr;
+  EXPECT_OK(fooEventCreate(&event, 0));
+  for (int i = 0; i < 2000; ++i) {  // the host races the worker on every round
+    EXPECT_OK(fooLaunchKernel(0, 0, &append, &slot));
+    EXPECT_OK(fooEventRecord(event, 0, 0));
+    EXPECT_OK(fooEventSynchronize(event));
+    EXPECT(fooStreamQuery(0, 0) == fooSuccess);
+    EXPECT_OK(fooLaunchKernel(0, 0, &append, &slot));
+    EXPECT_OK(fooEventRecord(event, 0, 0));
+    EXPECT_OK(fooStreamSynchronize(0, 0));  // and a synchronized stream has completed its events
+    EXPECT(fooEventQuery(event) == fooSuccess);
+  }
+  EXPECT(order.size() == 4000);
+  EXPECT_OK(fooEventDestroy(event));
+}
+
 RUNTIME_TEST(a_stream_waiting_on_an_event_runs_nothing_before_it) {
   fooStream_t producer = 0, consumer = 0;
   EXPECT_OK(fooStreamCreate(0, &producer, 0));
