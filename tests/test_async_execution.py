@@ -61,6 +61,7 @@ def test_wait_event_orders_two_streams():
     x = torch.zeros(N, device="foo")
     y = torch.empty(N, device="foo")
     producer, consumer = torch.foo.Stream(), torch.foo.Stream()
+    producer.wait_stream(torch.foo.current_stream())  # x's zeros are written on the default stream
     with torch.foo._hold_stream(producer):
         with torch.foo.stream(producer):
             x.copy_(torch.full((N,), 3.0).pin_memory(), non_blocking=True)

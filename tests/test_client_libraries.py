@@ -167,12 +167,12 @@ def test_accelerate_prepares_on_foo_when_told_to():
 
 
 TRAINER = f"""
-    import json, sys, tempfile, torch, foo_backend, transformers
+    import json, sys, torch, foo_backend, transformers
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{LLAMA!r}))
     data = torch.Generator().manual_seed(1)
     dataset = [dict(input_ids=ids, labels=ids) for ids in torch.randint(0, 100, (8, 12), generator=data)]
-    args = transformers.TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=3, per_device_train_batch_size=2,
+    args = transformers.TrainingArguments(output_dir=sys.argv[1] + ".out", max_steps=3, per_device_train_batch_size=2,
                                           learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to=[],
                                           disable_tqdm=True)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=dataset)
