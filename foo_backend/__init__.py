@@ -164,6 +164,14 @@ def _sleep(cycles: int) -> None:
     _C._sleep(cycles)
 
 
+def __getattr__(name: str) -> Any:
+    # torch.cuda keeps `_initialized`, and PyTorch's device-generic code reads it from any device module:
+    # torch.utils.checkpoint saves and restores a device's RNG state only when it is true.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @contextlib.contextmanager
 def _hold_stream(stream=None):
     """Keep ``stream`` (default: the current stream) busy until the ``with`` block ends: work queued on

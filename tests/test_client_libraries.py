@@ -4,7 +4,16 @@ Tiny randomly initialised models (built from config objects, nothing downloaded)
 on foo and on CPU from identical weights and must end with identical losses and parameters, bit for
 bit; greedy generation must produce identical tokens. These are the checks that found foo's defects
 with tied weights (Parameters replaced by Module.to), SiLU gradients (composite kernels) and dropout
-(drawn from the CPU generator)."""
+(drawn from the CPU generator). Each test depends on as few of these properties as it can, so a failure
+points at its cause:
+
+  Module.to keeps Parameters            gpt2 training (tied), tied weights / optimizer made before the move,
+                                        accelerate (optimizer made before prepare)
+  SiLU gradients equal CPU's            llama training, peft LoRA, accelerate, Trainer (all Llama)
+  dropout draws from foo's generator    dropout, gradient checkpointing (GPT-2 with untied embeddings and GELU)
+  checkpoint replays foo's RNG state    gradient checkpointing (torch.utils.checkpoint saves and restores a
+                                        device's generator only if its module has `_initialized`, as torch.cuda)
+"""
 import copy
 import json
 import os
@@ -25,9 +34,10 @@ LLAMA = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_
              num_key_value_heads=2, max_position_embeddings=32)  # hidden_act="silu", the default
 
 
-def gpt2(dropout=0.0):
+def gpt2(dropout=0.0, tied=True):
     config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
-                                     resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout)
+                                     resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+                                     tie_word_embeddings=tied)
     return transformers.GPT2LMHeadModel(config)
 
 
@@ -41,11 +51,13 @@ def batches(count=STEPS):
 
 
 def train(model, device, optimizer=None, seed=None):
-    """`model` (on CPU) trained on `device` with AdamW; the optimizer may be made before the move, as
-    accelerate's prepare() does. `seed` seeds the run right before training: `torch.manual_seed` on CPU,
-    `torch.foo.manual_seed` alone on foo (dropout must draw from foo's generator only)."""
-    optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=1e-2)
+    """`model` (on CPU) trained on `device` with AdamW, made after the move unless `optimizer` is given
+    (made before the move, as accelerate's prepare() expects). `seed` seeds the run right before
+    training: `torch.manual_seed` on CPU, `torch.foo.manual_seed` alone on foo (dropout must draw from
+    foo's generator only)."""
+    start = {name: p.detach().clone() for name, p in model.named_parameters()}
     model.to(device).train()
+    optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=1e-2)
     if seed is not None:
         (torch.foo.manual_seed if device == "foo" else torch.manual_seed)(seed)
     losses = []
@@ -56,15 +68,18 @@ def train(model, device, optimizer=None, seed=None):
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return losses, {name: p.detach().cpu() for name, p in model.named_parameters()}
+    params = {name: p.detach().cpu() for name, p in model.named_parameters()}
+    # Equal results prove nothing if neither run trained (an optimizer holding replaced Parameters).
+    assert any(not torch.equal(params[name], p) for name, p in start.items()), f"the optimizer did not train on {device}"
+    return losses, params
 
 
 def assert_same_training(cpu, foo):
     (cpu_losses, cpu_params), (foo_losses, foo_params) = cpu, foo
     assert foo_losses == cpu_losses  # bit for bit
     assert cpu_params.keys() == foo_params.keys()
-    for name in cpu_params:
-        assert torch.equal(foo_params[name], cpu_params[name]), name
+    for name in cpu_params:  # bit for bit, with a report of the mismatch
+        torch.testing.assert_close(foo_params[name], cpu_params[name], rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def initial(make):
@@ -91,12 +106,23 @@ def test_tied_weights_stay_tied_and_an_optimizer_made_before_the_move_trains():
 
 
 def test_dropout_draws_from_the_device_generator():
-    model = initial(lambda: gpt2(dropout=0.1))
+    model = initial(lambda: gpt2(dropout=0.1, tied=False))
     cpu = train(copy.deepcopy(model), "cpu", seed=7)
     other_seed = train(copy.deepcopy(model), "foo", seed=8)
     foo = train(model, "foo", seed=7)
     assert_same_training(cpu, foo)
     assert other_seed[0] != foo[0]  # dropout is active: another seed gives other losses
+
+
+def test_gradient_checkpointing_replays_dropout_as_on_cpu():
+    """Recomputing a checkpointed layer in the backward pass must redraw the forward's dropout masks, from
+    foo's generator: the gradients are those of the masks the forward used, as on CPU."""
+    model = initial(lambda: gpt2(dropout=0.1, tied=False))
+    runs = {}
+    for device, copy_ in (("cpu", copy.deepcopy(model)), ("foo", model)):
+        copy_.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(use_reentrant=False))
+        runs[device] = train(copy_, device, seed=7)
+    assert_same_training(runs["cpu"], runs["foo"])
 
 
 @pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])

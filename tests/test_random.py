@@ -193,3 +193,19 @@ def test_random_ops_draw_from_their_devices_generator_only(name):
 
     torch.default_generator.manual_seed(31)  # the same seed draws CPU's numbers
     assert torch.equal(op(data).cpu(), first)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_recomputes_dropout_with_the_forward_masks(use_reentrant):
+    # torch.utils.checkpoint restores a device's generator only if its module says `_initialized`.
+    from torch.utils.checkpoint import checkpoint
+
+    def f(x):
+        return F.dropout(x, 0.5) * 2
+
+    x = torch.ones(64, device="foo", requires_grad=True)
+    torch.foo.manual_seed(3)
+    y = checkpoint(f, x, use_reentrant=use_reentrant)
+    y.sum().backward()
+    assert torch.equal(x.grad.cpu(), y.detach().cpu())  # the backward's recomputation drew the same mask
+    assert torch.foo._initialized is torch.foo.is_initialized()
