@@ -6,6 +6,7 @@ device on the PrivateUse1 dispatch key and installs this module as ``torch.foo``
 """
 import atexit
 import contextlib
+import functools
 import sys
 from typing import Any
 
@@ -187,6 +188,20 @@ def _hold_stream(stream=None):
         release()
 
 
+def _drain_before(change_default: Any) -> Any:
+    """Wraps a setter of PyTorch's default dtype: queued kernels finish first. A CPU kernel reads the
+    (process-wide) default dtype when it runs, and a queued one must see the default of its launch."""
+
+    @functools.wraps(change_default)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if is_initialized():
+            for index in range(device_count()):
+                _C._wait_for_device(index)
+        return change_default(*args, **kwargs)
+
+    return wrapper
+
+
 def _register() -> None:
     """Make "foo" a PyTorch device: rename PrivateUse1, install ``torch.foo``, generate methods.
 
@@ -200,6 +215,9 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _multiprocessing.register_reductions()
+    # PyTorch 2.13's setters of the default dtype, which torch.set_default_dtype/_tensor_type call.
+    torch._C._set_default_dtype = _drain_before(torch._C._set_default_dtype)
+    torch._C._set_default_tensor_type = _drain_before(torch._C._set_default_tensor_type)
     atexit.register(_C._finish_work_at_exit)
 
 

@@ -458,3 +458,28 @@ def test_a_signature_whose_outputs_turn_out_to_depend_on_values_runs_synchronous
         assert torch.equal(torch.masked_select(x, two).cpu(), torch.arange(2.0))
     finally:
         foo_backend._C._queue_despite_tags("aten::masked_select", False)
+
+
+def test_a_queued_kernel_keeps_the_default_dtype_of_its_launch():
+    # A CPU kernel reads the process-wide default dtype when it runs: changing it drains queued work first.
+    x = torch.arange(4, device="foo")
+    _warm(lambda: x / 2)
+    previous = torch.get_default_dtype()
+    try:
+        with torch.foo._hold_stream() as release:
+            y = x / 2  # queued: float32, behind the hold
+            release()  # the setter below waits for the stream, so the hold must end first
+            torch.set_default_dtype(torch.float64)
+        torch.foo.synchronize()
+    finally:
+        torch.set_default_dtype(previous)
+    assert y.dtype == torch.float32
+    assert torch.equal(y.cpu(), torch.arange(4) / 2)
+
+
+def test_the_default_dtype_setters_are_the_ones_foo_wraps():
+    # foo wraps PyTorch 2.13's setters; a torch that moves them must fail here, loudly.
+    assert torch._C._set_default_dtype.__wrapped__ is not None
+    assert torch._C._set_default_tensor_type.__wrapped__ is not None
+    source = open(torch.__file__).read()
+    assert "_C._set_default_dtype(d)" in source and "_C._set_default_tensor_type(t)" in source

@@ -88,6 +88,12 @@ PYBIND11_MODULE(_C, m) {
     const pybind11::gil_scoped_release no_gil;
     synchronizeDevice(index);
   });
+  // Waits for every stream of the device without reporting asynchronous errors (the next
+  // synchronization reports them, as it would have anyway).
+  m.def("_wait_for_device", [](int device) {
+    const pybind11::gil_scoped_release no_gil;
+    FOO_CHECK(fooDeviceSynchronize(checkedIndex(device)));
+  });
   m.def("_queue_despite_tags", [](const std::string& op_name, bool queue) { queueDespiteTags(op_name, queue); });
   // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
   m.def("_sleep", [](int64_t cycles) {
