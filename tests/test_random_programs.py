@@ -197,7 +197,8 @@ class Program:
     lives in (a view shares its base's). ``grad``: its floating-point inputs require grad."""
 
     KINDS = {"input": 2, "factory": 1, "unary": 3, "binary": 4, "reduce": 2.5, "view": 3.5, "inplace": 3.5,
-             "out": 2, "matmul": 1.5, "cat": 1.5, "index": 2.5, "cast": 1.5, "scalar": 1.5, "default_dtype": 0.5}
+             "out": 2, "matmul": 1.5, "cat": 1.5, "index": 2.5, "cast": 1.5, "scalar": 1.5, "default_dtype": 0.5,
+             "free": 1}
 
     def __init__(self, seed):
         self.seed = seed
@@ -206,6 +207,7 @@ class Program:
         self.default_dtype = torch.float64 if self.rng.random() < 0.1 else torch.float32
         self.grad = self.rng.random() < 0.2
         self.steps, self.values, self.error = [], [], None
+        self.freed = set()  # the values a step dropped
         with default_dtype(self.default_dtype):
             for index in range(self.rng.randint(6, 16)):
                 if not self.run_on_cpu(self._input() if index == 0 else self.draw_step()):
@@ -262,7 +264,7 @@ class Program:
 
     def pick(self, accept=lambda t: True):
         """An earlier value accepted by `accept` (recent ones likelier), or None."""
-        candidates = [k for k, t in enumerate(self.values) if accept(t)]
+        candidates = [k for k, t in enumerate(self.values) if k not in self.freed and accept(t)]
         if not candidates:
             return None
         return self.value(self.rng.choices(candidates, [k + 1 for k in candidates])[0])
@@ -385,7 +387,7 @@ class Program:
 
     def _backward(self):
         """Backward from the sum of every value that requires grad: the inputs' gradients accumulate."""
-        xs = [self.value(k) for k, t in enumerate(self.values) if t.requires_grad]
+        xs = [self.value(k) for k, t in enumerate(self.values) if t.requires_grad and k not in self.freed]
         return self.step(f"({' + '.join(f'{x}.sum()' for x in xs)}).backward()",
                          lambda *ts: sum(t.sum() for t in ts).backward(), *xs)
 
@@ -705,6 +707,21 @@ class Program:
                                     (f"{{}}.{CASTS[dtype]}()", getattr(torch.Tensor, CASTS[dtype]))])
         return self.step(text.format(x), fn, x)
 
+    def _free(self):
+        """Drops an earlier value on foo: its memory goes back to the caching allocator (once no view of it
+        is left) while queued kernels may still use it, and later steps may be given it. CPU keeps its
+        values: they are the oracle."""
+        x = self.pick()
+        if x is None:
+            return None
+        k = x.reads[0]
+        self.freed.add(k)
+
+        def run(values, device):
+            if device != "cpu":
+                values[k] = None
+        return Step(f"del {x}", run, (), ())
+
     def _default_dtype(self):
         """Switches the default dtype between float32 and float64 (the program's run restores it)."""
         dtype = torch.float64 if torch.get_default_dtype() == torch.float32 else torch.float32
@@ -789,6 +806,8 @@ def same(got, expected, what):
 def compare(program, values):
     assert len(values) == len(program.values), f"foo made {len(values)} values, CPU {len(program.values)}"
     for k, (got, expected) in enumerate(zip(values, program.values)):
+        if got is None:  # the program dropped it
+            continue
         same(got, expected, f"v{k}")
         if expected.is_leaf and expected.requires_grad:
             assert (got.grad is None) == (expected.grad is None), f"v{k}.grad is {got.grad} on foo"

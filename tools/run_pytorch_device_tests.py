@@ -1,0 +1,149 @@
+"""Runs PyTorch's own device-generic test files on foo and on CPU and lists every test that fails on foo only.
+
+PyTorch's test files that call ``instantiate_device_type_tests`` create a PRIVATEUSE1 class for foo beside the CPU
+class: the same test body, the device type as argument. A test that passes on CPU and fails on foo is a foo defect
+unless ``tools/pytorch_device_tests_expected.txt`` names it with a one-line reason. The files are not part of the
+PyTorch wheel: this script downloads them for the installed torch version (tag ``v<version>``) into a cache, or
+reads them from ``--tests-dir`` (a checkout's ``test/`` folder, or copies of the files) on a machine without
+access to GitHub. A copy from another PyTorch version may not import on this one: the script then says the file
+did not run (not even on CPU); adapt the copy's imports to the installed torch (the tests themselves unchanged).
+
+    python tools/run_pytorch_device_tests.py                       # every file below, downloaded
+    python tools/run_pytorch_device_tests.py --tests-dir ~/pytorch/test test_view_ops
+
+Prints one line of counts per file and the foo-only failures without a reason, and exits non-zero if there are
+any, or if a listed expected failure now passes (the list must stay true). Slow: the eight files run twice, once
+per device (about an hour on two cores); it is not part of ``make test``.
+"""
+import argparse
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import torch
+
+FILES = ["test_binary_ufuncs", "test_reductions", "test_type_promotion", "test_tensor_creation_ops", "test_indexing",
+         "test_view_ops", "test_shape_ops", "test_nn"]
+EXPECTED = Path(__file__).with_name("pytorch_device_tests_expected.txt")
+DEVICE_CLASS_SUFFIX = {"foo": "PRIVATEUSE1", "cpu": "CPU"}
+
+
+def torch_tag():
+    return "v" + torch.__version__.split("+")[0]
+
+
+def download(name, cache):
+    """The file ``test/<name>.py`` of the installed torch's release tag, kept in ``cache``."""
+    path = cache / f"{name}.py"
+    if not path.exists():
+        url = f"https://raw.githubusercontent.com/pytorch/pytorch/{torch_tag()}/test/{name}.py"
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                text = response.read()
+        except OSError as error:
+            sys.exit(f"cannot download {url} ({error}); pass --tests-dir with PyTorch's test/ folder")
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text)
+    return path
+
+
+def run_file(path, device, out_dir, reuse=False):
+    """Runs one test file's class for ``device`` under pytest; returns {test id: (outcome, first line of the
+    error)}, the ids device-neutral. With ``reuse``, reads the report of an earlier run if there is one."""
+    report = out_dir / f"{path.stem}.{device}.xml"
+    if reuse and report.exists():
+        return read_report(report, path.name, device)
+    env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
+    # Only the file's device-generic class for this device (the others run on CPU whatever the device).
+    subprocess.run([sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider", "--tb=line",
+                    "-k", DEVICE_CLASS_SUFFIX[device], f"--junitxml={report}"], cwd=path.parent, env=env,
+                   stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return read_report(report, path.name, device)
+
+
+def read_report(report, file, device):
+    outcomes = {}
+    if not report.exists():  # pytest did not even start
+        return outcomes
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, message = "failed", (child.get("message") or "").strip().split("\n")[0][:200]
+            elif child.tag == "skipped":
+                outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+        outcomes[neutral_id(file, case.get("classname"), case.get("name"), device)] = (outcome, message)
+    return outcomes
+
+
+def neutral_id(file, classname, name, device):
+    """``file::Class::test_name`` with the device written as ``{device}``, so foo's and CPU's ids match."""
+    cls = classname.rsplit(".", 1)[-1]
+    suffix = DEVICE_CLASS_SUFFIX[device]
+    if cls.endswith(suffix):
+        cls = cls[: -len(suffix)] + "{device}"
+    name = re.sub(rf"_{device}(?=_|$)", "_{device}", name, count=1)
+    return f"{file}::{cls}::{name}"
+
+
+def load_expected():
+    """[(pattern, reason)] from the expected-failure list: ``pattern  # reason`` per line."""
+    expected = []
+    for number, line in enumerate(EXPECTED.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        pattern, _, reason = line.partition("  # ")
+        if not reason.strip():
+            sys.exit(f"{EXPECTED.name}:{number}: every expected failure needs a reason after '  # '")
+        expected.append((pattern.strip(), reason.strip()))
+    return expected
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", default=FILES, help="test file names without .py (default: all)")
+    parser.add_argument("--tests-dir", type=Path, help="PyTorch's test/ folder (default: download)")
+    parser.add_argument("--out", type=Path, default=Path("build/pytorch-device-tests"), help="reports go here")
+    parser.add_argument("--reuse-reports", action="store_true",
+                        help="read the reports an earlier run left in --out instead of running a file again")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    expected = load_expected()
+    unexplained, now_passing, not_run = [], [], []
+    print(f"torch {torch.__version__}; files from {args.tests_dir or 'GitHub ' + torch_tag()}")
+    for name in args.files:
+        path = (args.tests_dir / f"{name}.py") if args.tests_dir else download(name, Path.home() / ".cache" /
+                                                                               "foo_backend" / torch_tag())
+        foo = run_file(path.resolve(), "foo", args.out.resolve(), args.reuse_reports)
+        cpu = run_file(path.resolve(), "cpu", args.out.resolve(), args.reuse_reports)
+        if not any(outcome == "passed" for outcome, _ in cpu.values()):
+            not_run.append(f"{name}: {next(iter(cpu.values()), ('', 'no report'))[1]}")
+        foo_only = sorted(t for t, (outcome, _) in foo.items()
+                          if outcome == "failed" and cpu.get(t, ("",))[0] == "passed")
+        for test in foo_only:
+            if not any(fnmatch.fnmatchcase(test, p) for p, _ in expected):
+                unexplained.append(f"{test}: {foo[test][1]}")
+        for test, (outcome, _) in foo.items():
+            if outcome == "passed" and any(fnmatch.fnmatchcase(test, p) for p, _ in expected):
+                now_passing.append(test)
+        count = lambda outcomes, outcome: sum(1 for o, _ in outcomes.values() if o == outcome)  # noqa: E731
+        print(f"{name}: foo {count(foo, 'passed')} passed, {count(foo, 'failed')} failed, "
+              f"{count(foo, 'skipped')} skipped; cpu {count(cpu, 'passed')} passed, {count(cpu, 'failed')} failed; "
+              f"foo-only failures {len(foo_only)}", flush=True)
+    for test in unexplained:
+        print(f"UNEXPLAINED foo-only failure: {test}")
+    for test in now_passing:
+        print(f"PASSES NOW, remove from {EXPECTED.name}: {test}")
+    for file in not_run:
+        print(f"DID NOT RUN (not even on CPU; a copy for another torch version?): {file}")
+    return 1 if unexplained or now_passing or not_run else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
