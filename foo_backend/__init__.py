@@ -218,6 +218,10 @@ def _register() -> None:
     # PyTorch 2.13's setters of the default dtype, which torch.set_default_dtype/_tensor_type call.
     torch._C._set_default_dtype = _drain_before(torch._C._set_default_dtype)
     torch._C._set_default_tensor_type = _drain_before(torch._C._set_default_tensor_type)
+    if torch.distributed.is_available():
+        from . import distributed
+
+        distributed._register()
     atexit.register(_C._finish_work_at_exit)
 
 

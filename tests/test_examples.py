@@ -19,7 +19,35 @@ def _run_example(name, *args):
     )
 
 
-SCRIPTS = {"custom_op": _run_example("custom_op.py")}
+def _torchrun(name, *launches):
+    """Runs examples/`name` under torchrun: one launch per node (its torchrun arguments), concurrently;
+    prints each launch's output and exits with the first failure's code."""
+    path = os.path.join(EXAMPLES, name)
+    return (
+        f"""
+        import socket, subprocess, sys
+        with socket.socket() as s:  # a free port for the rendezvous of a multi-node launch
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        launches = [[a.replace("PORT", str(port)) for a in args] for args in {list(launches)!r}]
+        procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args, {path!r}],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for args in launches]
+        outs = [p.communicate(timeout=150)[0] for p in procs]
+        for out in outs:
+            print(out)
+        sys.exit(next((p.returncode for p in procs if p.returncode), 0))
+        """,
+        {},
+    )
+
+
+_NODE = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:PORT"]
+
+SCRIPTS = {
+    "custom_op": _run_example("custom_op.py"),
+    "ddp_one_node": _torchrun("ddp_train.py", ["--standalone", "--nproc-per-node", "2"]),
+    "ddp_two_nodes": _torchrun("ddp_train.py", _NODE + ["--node-rank", "0"], _NODE + ["--node-rank", "1"]),
+}
 
 
 def test_custom_op_example(subprocesses):
@@ -27,3 +55,17 @@ def test_custom_op_example(subprocesses):
     assert "myops::swish on foo:0" in out
     assert "myops_cpp::scale_add on foo:0" in out
     assert out.rstrip().endswith("foo results equal CPU results")
+
+
+def test_ddp_example_one_node(subprocesses):
+    """README's torchrun command: two processes on foo:0 and foo:1 train as one process does."""
+    out = subprocesses.check("ddp_one_node")
+    assert "rank 0/2 on foo:0" in out and "rank 1/2 on foo:1" in out
+    assert "OK: DDP on foo trains as one process does" in out
+
+
+def test_ddp_example_two_nodes(subprocesses):
+    """The same script across two torchrun launches ("nodes") meeting at one rendezvous endpoint."""
+    out = subprocesses.check("ddp_two_nodes")
+    assert "rank 0/2" in out and "rank 1/2" in out
+    assert "OK: DDP on foo trains as one process does" in out

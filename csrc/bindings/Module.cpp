@@ -4,11 +4,13 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
+#include <pybind11/chrono.h>
 
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
 #include "device/Generator.h"
 #include "device/Stream.h"
+#include "distributed/ProcessGroupFoo.h"
 #include "execution/Fallback.h"
 
 #include <chrono>
@@ -154,6 +156,12 @@ PYBIND11_MODULE(_C, m) {
   // graph before it takes the next task, so running one graph without Python objects through every
   // foo device thread (at exit, while Python is alive) guarantees earlier graphs are gone.
   // Then every stream finishes its queued kernels, so none runs while the process tears down.
+  // The c10d backend for foo ("fccl"); foo_backend.distributed creates it around two gloo groups.
+  pybind11::class_<ProcessGroupFoo, c10d::Backend, c10::intrusive_ptr<ProcessGroupFoo>>(m, "ProcessGroupFoo")
+      .def(pybind11::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<c10d::Backend>, int, int,
+                          std::chrono::milliseconds>(),
+           pybind11::arg("device_gloo"), pybind11::arg("host_gloo"), pybind11::arg("rank"), pybind11::arg("size"),
+           pybind11::arg("timeout"), pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("_finish_work_at_exit", [] {
     if (!fooIsInitialized()) return;
     const pybind11::gil_scoped_release no_gil;
