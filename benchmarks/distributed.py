@@ -57,8 +57,8 @@ def cases(rank):
         return step
 
     return {
-        "all_reduce 1 MB": (1.05, 20, all_reduce(256 * 1024)),
-        "all_reduce 64 MB": (1.05, 2, all_reduce(16 * 1024 * 1024)),
+        "all_reduce 1 MB": (1.05, 50, all_reduce(256 * 1024)),
+        "all_reduce 64 MB": (1.05, 3, all_reduce(16 * 1024 * 1024)),
         "DDP step, MLP 784-256-256-10, batch 64": (1.1, 10, ddp_step),
     }
 
@@ -94,7 +94,7 @@ def run(rank, world_size, port, rounds, results):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args()
     import socket
     with socket.socket() as s:
