@@ -617,6 +617,31 @@ def collective_waits_for_queued_work(kind):
     return out
 
 
+def next_collective_sees_work_queued_in_between(when):
+    """Two collectives from one stream: the second sees the work queued between them. fccl skips the
+    wait for the caller's stream when that stream received nothing but its wait for the previous
+    collective; ``y.add_(1)`` comes after that wait (``after_wait``: a synchronous first collective) or
+    before it (``before_wait``: an asynchronous one waited for after the add)."""
+    x = data(_rank(), 6).to(_dev())
+    y = data(_rank(), 6, salt=3).to(_dev())
+    _warm(lambda: torch.empty_like(y).add_(1))
+    if when == "after_wait":
+        dist.all_reduce(x)
+        with _held():
+            _delay()
+            y.add_(1)
+            work = dist.all_reduce(y, async_op=True)
+    else:
+        first = dist.all_reduce(x, async_op=True)
+        with _held():
+            _delay()
+            y.add_(1)
+            first.wait()
+            work = dist.all_reduce(y, async_op=True)
+    work.wait()
+    return x, y
+
+
 def wait_does_not_block_the_host(async_op, counter):
     """Work.wait() (and a synchronous collective) make the current stream wait without blocking the
     host: with the collective held up behind the current stream, wait() returns while the collective is

@@ -570,6 +570,13 @@ def test_a_collective_waits_for_the_work_queued_before_it(world, kind):
         assert_equal(result, expected)
 
 
+@pytest.mark.parametrize("when", ["after_wait", "before_wait"])
+def test_the_next_collective_sees_the_work_queued_in_between(world, when):
+    for x, y in world.run("next_collective_sees_work_queued_in_between", when):
+        assert_equal(x, by_hand("SUM", inputs(6)))
+        assert_equal(y, by_hand("SUM", [t + 1 for t in inputs(6, salt=3)]))
+
+
 @pytest.mark.parametrize("async_op", [True, False], ids=["work_wait", "synchronous_call"])
 def test_waiting_does_not_block_the_host(world, async_op):
     expected = by_hand("SUM", inputs(6))

@@ -11,6 +11,37 @@
 #include "execution/KernelViews.h"
 
 namespace foo {
+
+static uint64_t launchCount(const FooStream& stream) {
+  uint64_t count = 0;
+  FOO_CHECK(fooStreamGetLaunchCount(stream.device, stream.id, &count));
+  return count;
+}
+
+// The callers' streams whose queued work the communication stream is already ordered after: each with
+// its launch count at that point (unchanged, it received nothing since). A collective issued from such
+// a stream needs no wait for it. This is the loop of DDP and of most training steps: a stream that
+// waited for the previous collective and issues the next; without this, the two streams would wait
+// for each other at every collective, two thread hand-offs on the simulated device.
+class OrderedCallers {
+ public:
+  bool contains(const FooStream& caller) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = counts_.find(key(caller));
+    return found != counts_.end() && found->second == launchCount(caller);
+  }
+  void remember(const FooStream& caller, uint64_t count) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counts_[key(caller)] = count;
+  }
+
+ private:
+  static int64_t key(const FooStream& s) { return static_cast<int64_t>(s.id) * FOO_MAX_DEVICES + s.device; }
+
+  std::mutex mutex_;
+  std::unordered_map<int64_t, uint64_t> counts_;
+};
+
 namespace {
 
 using c10d::OpType;
@@ -40,6 +71,15 @@ class FooWork : public c10d::Work {
       : Work(rank, type), device_(device), outputs_(std::move(outputs)), state_(std::move(state)),
         blocks_host_(blocks_host) {}
 
+  // For a collective that ends on the communication stream: the caller's stream and its launch count
+  // after the collective was issued. A wait for it that is the only work the stream got since leaves
+  // the stream ordered before the communication stream's tail.
+  void trackCaller(std::shared_ptr<OrderedCallers> ordered, const FooStream& caller) {
+    ordered_ = std::move(ordered);
+    caller_ = caller;
+    caller_count_ = launchCount(caller);
+  }
+
   // Marks the end of the collective on `stream`: the event, and the future DDP's reducer and comm hooks
   // chain on (completed now, with events on `stream` that its users' streams wait for, as NCCL's is).
   void recordEnd(const FooStream& stream) {
@@ -55,7 +95,15 @@ class FooWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  void blockCurrentStream() override { done_.block(FooStream::current(device_.index()).unwrap()); }
+  void blockCurrentStream() override {
+    const FooStream current = FooStream::current(device_.index());
+    const uint64_t before = ordered_ ? launchCount(current) : 0;
+    done_.block(current.unwrap());  // queues a wait, or nothing if the collective is done
+    if (ordered_ && current.id == caller_.id && before == caller_count_) {
+      const uint64_t after = launchCount(current);
+      if (after <= before + 1) ordered_->remember(current, after);
+    }
+  }
   void synchronize() override { blockCurrentStream(); }
 
   bool wait(std::chrono::milliseconds /*timeout: gloo enforces the group's*/) override {
@@ -72,6 +120,9 @@ class FooWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::shared_ptr<LaunchState> state_;
   bool blocks_host_;
+  std::shared_ptr<OrderedCallers> ordered_;  // null: not tracked
+  FooStream caller_{};
+  uint64_t caller_count_ = 0;
   c10::Event done_{c10::DeviceType::PrivateUse1};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -211,7 +262,11 @@ void enqueueOn(const FooStream& stream, std::function<void()> kernel) {
 ProcessGroupFoo::ProcessGroupFoo(c10::intrusive_ptr<c10d::Backend> device_gloo,
                                  c10::intrusive_ptr<c10d::Backend> host_gloo, int rank, int size,
                                  std::chrono::milliseconds timeout)
-    : Backend(rank, size), device_gloo_(std::move(device_gloo)), host_gloo_(std::move(host_gloo)), timeout_(timeout) {
+    : Backend(rank, size),
+      device_gloo_(std::move(device_gloo)),
+      host_gloo_(std::move(host_gloo)),
+      timeout_(timeout),
+      ordered_callers_(std::make_shared<OrderedCallers>()) {
   TORCH_CHECK(device_gloo_ && host_gloo_, "fccl: needs two gloo groups");
 }
 
@@ -240,9 +295,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
   std::lock_guard<std::mutex> lock(mutex_);  // one issue order for every thread and stream
   const c10::DeviceIndex index = device.index();
   const FooStream comm = commStream(index, false);
-  c10::Event after_caller(c10::DeviceType::PrivateUse1);
-  after_caller.record(FooStream::current(index).unwrap());
-  after_caller.block(comm.unwrap());
+  const FooStream caller = FooStream::current(index);
+  if (!ordered_callers_->contains(caller)) {
+    c10::Event after_caller(c10::DeviceType::PrivateUse1);
+    after_caller.record(caller.unwrap());
+    after_caller.block(comm.unwrap());
+  }
 
   auto state = std::make_shared<LaunchState>();
   const bool point_to_point = completion == Completion::PointToPoint;
@@ -284,6 +342,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
   auto work = c10::make_intrusive<FooWork>(getRank(), type, device, std::move(outputs), state,
                                            completion == Completion::BlockHost);
   work->recordEnd(end);
+  if (completion == Completion::Collective) work->trackCaller(ordered_callers_, caller);
   if (!async_op) work->synchronize();
   return work;
 }

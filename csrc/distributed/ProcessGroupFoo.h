@@ -13,12 +13,15 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
 #include "device/Stream.h"
 
 namespace foo {
+
+class OrderedCallers;
 
 class ProcessGroupFoo : public c10d::Backend {
  public:
@@ -88,6 +91,7 @@ class ProcessGroupFoo : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;  // issue order and the streams below
   std::unordered_map<int, FooStream> streams_;  // key: device * 2 + point_to_point
+  std::shared_ptr<OrderedCallers> ordered_callers_;
 };
 
 }  // namespace foo

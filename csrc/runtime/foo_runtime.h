@@ -85,6 +85,10 @@ int fooLaunchBlocking(void);
 // Queues fn(arg) on the stream, after all work launched on it before. `arg` must stay valid until fn
 // has run, and fn must not throw (it runs on the stream's worker thread).
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg);
+// How many launches (kernels, event records, event waits) the stream has received; unchanged between two
+// reads, the stream got no work in between. (With FOO_LAUNCH_BLOCKING=1, launches run inline and do not
+// count: the stream never has work pending.)
+fooError_t fooStreamGetLaunchCount(int device, fooStream_t stream, uint64_t* count);
 // fooSuccess when all work launched on the stream has completed, else fooErrorNotReady.
 fooError_t fooStreamQuery(int device, fooStream_t stream);
 fooError_t fooStreamSynchronize(int device, fooStream_t stream);

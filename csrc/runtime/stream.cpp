@@ -66,6 +66,11 @@ class Stream {
     return completed_ == submitted_;
   }
 
+  uint64_t launched() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return submitted_;
+  }
+
   void synchronize() {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t target = submitted_;
@@ -218,6 +223,13 @@ fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void*
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   launchTask(device, stream, Task{fn, arg});
+  return fooSuccess;
+}
+
+fooError_t fooStreamGetLaunchCount(int device, fooStream_t stream, uint64_t* count) {
+  if (!validStream(device, stream)) return fooErrorInvalidValue;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  *count = streamOf(device, stream).launched();
   return fooSuccess;
 }
 

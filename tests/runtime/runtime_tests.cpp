@@ -196,6 +196,36 @@ RUNTIME_TEST(a_stream_runs_its_work_in_launch_order) {
   for (int i = 0; i < 1000; ++i) EXPECT(order[i] == i);
 }
 
+RUNTIME_TEST(a_stream_counts_its_launches) {
+  fooStream_t stream = 0, other = 0;
+  EXPECT_OK(fooStreamCreate(0, &stream, 0));
+  EXPECT_OK(fooStreamCreate(0, &other, 0));
+  uint64_t start = 0, count = 0;
+  EXPECT_OK(fooStreamGetLaunchCount(0, stream, &start));
+  std::vector<int> order;
+  std::pair<std::vector<int>*, int> slot{&order, 1};
+  EXPECT_OK(fooLaunchKernel(0, stream, &append, &slot));
+  EXPECT_OK(fooStreamGetLaunchCount(0, stream, &count));
+  EXPECT(count == start + 1);
+  fooEvent_t event = nullptr;
+  EXPECT_OK(fooEventCreate(&event, 0));
+  Gate gate;
+  EXPECT_OK(fooLaunchKernel(0, other, &Gate::wait, &gate));
+  EXPECT_OK(fooEventRecord(event, 0, other));
+  EXPECT_OK(fooStreamWaitEvent(0, stream, event));  // pending: queued on the stream
+  EXPECT_OK(fooStreamGetLaunchCount(0, stream, &count));
+  EXPECT(count == start + 2);
+  gate.open.set_value();
+  EXPECT_OK(fooStreamSynchronize(0, stream));
+  EXPECT_OK(fooStreamWaitEvent(0, stream, event));  // complete: nothing to queue
+  EXPECT_OK(fooEventRecord(event, 0, stream));
+  EXPECT_OK(fooStreamGetLaunchCount(0, stream, &count));
+  EXPECT(count == start + 3);
+  EXPECT(fooStreamGetLaunchCount(0, 1000, &count) == fooErrorInvalidValue);
+  EXPECT_OK(fooStreamSynchronize(0, stream));
+  EXPECT_OK(fooEventDestroy(event));
+}
+
 RUNTIME_TEST(stream_pools_and_priorities) {
   fooStream_t low = 0, high = 0;
   int priority = 1;
