@@ -44,7 +44,11 @@ def get_rng_state_all() -> list[torch.Tensor]:
 def set_rng_state(new_state: torch.Tensor, device: Any = "foo") -> None:
     """Set the RNG state of a foo device (the current one by default)."""
     _check_not_in_bad_fork()
-    _generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format))
+    # The generator copies the bytes. No operator may reach a dispatch mode here, as none does for CUDA:
+    # DTensor's local-tensor mode restores each rank's state while fake tensors are active.
+    with torch._C._DisableTorchDispatch():
+        state = new_state.contiguous()
+    _generator(device).set_state(state)
 
 
 def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:

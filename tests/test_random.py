@@ -209,3 +209,21 @@ def test_checkpoint_recomputes_dropout_with_the_forward_masks(use_reentrant):
     y.sum().backward()
     assert torch.equal(x.grad.cpu(), y.detach().cpu())  # the backward's recomputation drew the same mask
     assert torch.foo._initialized is torch.foo.is_initialized()
+
+
+def test_set_rng_state_runs_no_operator_a_dispatch_mode_sees():
+    """Restoring a state runs no operator that an active dispatch mode could refuse, as with torch.cuda:
+    DTensor's local-tensor mode restores each simulated rank's state while fake tensors are active."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RefuseEveryOperator(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            raise AssertionError(f"{func} reached the dispatch mode")
+
+    torch.foo.manual_seed(5)
+    state = torch.foo.get_rng_state()
+    expected = torch.rand(4, device="foo").cpu()
+    with RefuseEveryOperator():
+        torch.foo.set_rng_state(state)
+        torch.foo.set_rng_state_all([state] * torch.foo.device_count())
+    assert torch.equal(torch.rand(4, device="foo").cpu(), expected)
