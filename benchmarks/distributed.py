@@ -13,7 +13,7 @@ collectives in the same order.
 Targets: all_reduce foo/CPU <= 1.05 (no copy), DDP step <= 1.1. Reports, does not gate.
 """
 import argparse
-import os
+import socket
 import statistics
 import sys
 import time
@@ -96,7 +96,6 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args()
-    import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -52,9 +52,17 @@ struct LaunchState {
   std::exception_ptr error;
   c10::intrusive_ptr<c10d::Work> pending;  // a point-to-point operation under way in gloo
 
-  void fail(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!error) error = std::move(e);
+  // Runs `step` on a stream worker; its exception is the collective's failure and the device's
+  // asynchronous error.
+  template <class Step>
+  void run(Step&& step) {
+    try {
+      step();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+      throw;
+    }
   }
   std::exception_ptr failure() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -305,17 +313,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
   auto state = std::make_shared<LaunchState>();
   const bool point_to_point = completion == Completion::PointToPoint;
   enqueueOn(comm, [start = std::move(start), gloo = device_gloo_, state, point_to_point] {
-    try {
+    state->run([&] {
       auto work = start(*gloo);
       if (point_to_point) {
         state->pending = std::move(work);
       } else {
         work->wait();
       }
-    } catch (...) {
-      state->fail(std::current_exception());
-      throw;
-    }
+    });
   });
   FooStream end = comm;
   if (point_to_point) {
@@ -324,13 +329,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
     started.record(comm.unwrap());
     started.block(end.unwrap());
     enqueueOn(end, [state] {
-      if (!state->pending) return;  // it failed to start
-      try {
-        state->pending->wait();
-      } catch (...) {
-        state->fail(std::current_exception());
-        throw;
-      }
+      if (state->pending) state->run([&] { state->pending->wait(); });  // else it failed to start
     });
   }
   // As ProcessGroupNCCL does, the caching allocator keeps the tensors' memory from reuse until the
