@@ -145,6 +145,39 @@ def setup_mlp():
                  for m, xx in ((cpu_model, x), (foo_model, fx)))
 
 
+# Compile times of the compiled cases, printed under the table.
+COMPILE_TIMES = []
+
+
+def compiled(fn, label: str, *example_args):
+    """torch.compile(fn), compiled now (one call with `example_args`): its compile time joins COMPILE_TIMES."""
+    compiled_fn = torch.compile(fn)
+    start = time.perf_counter()
+    compiled_fn(*example_args)
+    if any(isinstance(a, torch.Tensor) and a.device.type == "foo" for a in example_args):
+        torch.foo.synchronize()
+    COMPILE_TIMES.append(f"{label} {time.perf_counter() - start:.1f} s")
+    return compiled_fn
+
+
+def setup_chain_compiled():
+    """CPU runs the chain eagerly; foo runs it compiled (one fused kernel)."""
+    x, fx = _randn_pair(100)
+    return dict(x=x, chain20=chain20), dict(x=fx, chain20=compiled(chain20, "chain on foo", fx))
+
+
+def setup_mlp_compiled():
+    """The MLP step compiled (forward, backward and optimizer) on both devices."""
+    cpu_env, foo_env = setup_mlp()
+    for env, device in ((cpu_env, "CPU"), (foo_env, "foo")):
+        env["mlp_step"] = compiled(mlp_step, f"MLP step on {device}", env["model"], env["opt"], env["x"], env["y"])
+    return cpu_env, foo_env
+
+
+def check_chain_compiled(c, f):
+    return _same("compiled chain20", chain20(c["x"]), f["chain20"](f["x"]))
+
+
 def check_alloc(c, f):
     before = torch.foo.memory_allocated()
     t = torch.empty(262144, device=FOO)
@@ -160,7 +193,7 @@ def check_mlp(c, f):
     # One step on copies of the models (the timed models stay at their initial weights).
     cm, fm = copy.deepcopy(c["model"]), copy.deepcopy(f["model"])
     co, fo = torch.optim.SGD(cm.parameters(), lr=0.01), torch.optim.SGD(fm.parameters(), lr=0.01)
-    msgs = [_same("loss", mlp_step(cm, co, c["x"], c["y"]), mlp_step(fm, fo, f["x"], f["y"]))]
+    msgs = [_same("loss", c["mlp_step"](cm, co, c["x"], c["y"]), f["mlp_step"](fm, fo, f["x"], f["y"]))]
     msgs += [_same(f"param {n}", p, q) for (n, p), q in zip(cm.named_parameters(), fm.parameters())]
     return "; ".join(m for m in msgs if m) or None
 
@@ -193,6 +226,11 @@ CASES = [
          _copy_check("foo->host copy", "dst_cpu", "src_foo")),
     Case("alloc+free 1 MB x100", 1.0, setup_alloc, "alloc_free(dev)", "alloc_free(dev)", check_alloc),
     Case("MLP step 784-256-256-10, b64", 1.25, setup_mlp,
+         "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
+    # torch.compile: foo compiled against CPU eager (the chain) and against CPU compiled (the MLP step).
+    Case("chain of 20 ops compiled (CPU eager)", 0.8, setup_chain_compiled, "chain20(x)", "chain20(x)",
+         check_chain_compiled),
+    Case("MLP step compiled (CPU compiled)", 1.1, setup_mlp_compiled,
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
 ]
 
@@ -310,6 +348,8 @@ def main() -> int:
     elapsed = time.perf_counter() - start
     print_table(rows)
     print(f"({elapsed:.0f} s; times: medians over rounds; foo/CPU: median of the per-round ratios, IQR: their interquartile range)")
+    if COMPILE_TIMES:
+        print("compile times (first call, Inductor's caches warm or cold as found): " + ", ".join(COMPILE_TIMES))
     if args.json:
         meta = dict(torch=torch.__version__, device=torch.foo.get_device_name(), threads=torch.get_num_threads(),
                     rounds=args.rounds, block_seconds=args.block, quick=args.quick, seconds=elapsed,

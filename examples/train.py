@@ -6,8 +6,10 @@ once on foo. The model has dropout: each run seeds only its own device's generat
 CPU's random numbers for the same seed. Both runs must produce the same loss curve (within float32
 tolerance; in practice bit for bit).
 
-Run:  python examples/train.py        (or: make demo)
+Run:  python examples/train.py             (or: make demo)
+      python examples/train.py --compile   (both runs torch.compile'd: Inductor's kernels on foo)
 """
+import argparse
 import copy
 import sys
 import time
@@ -65,6 +67,9 @@ def train(model: nn.Module, device: torch.device) -> tuple[list[float], float]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description="Train the demo MLP on foo and on CPU; compare the runs.")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model on both devices")
+    args = parser.parse_args()
     foo = torch.device("foo")
     print(f"device: {torch.foo.get_device_name()} ({torch.foo.device_count()} foo devices), torch {torch.__version__}")
     print(f"data:   {len(X_train)} train / {len(X_test)} test digits, 64 features, 10 classes")
@@ -74,6 +79,8 @@ def main() -> int:
     cpu_model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 128), nn.ReLU(),
                               nn.Linear(128, 10))
     foo_model = copy.deepcopy(cpu_model).to(foo)
+    if args.compile:  # forward and backward become Inductor kernels (foo's run on foo's streams)
+        cpu_model, foo_model = torch.compile(cpu_model), torch.compile(foo_model)
 
     start = time.perf_counter()
     cpu_losses, cpu_acc = train(cpu_model, torch.device("cpu"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from . import _multiprocessing, amp, ops
+from . import _multiprocessing, amp, compiler, ops
 from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init, is_initialized
 from .random import (
     default_generators,
@@ -165,11 +165,22 @@ def _sleep(cycles: int) -> None:
     _C._sleep(cycles)
 
 
+_INDUCTOR_CODEGEN = {"Scheduling": "FooScheduling", "PythonWrapperCodegen": "FooWrapperCodegen",
+                     "CppWrapperCodegen": "FooCppWrapperCodegen"}
+
+
 def __getattr__(name: str) -> Any:
     # torch.cuda keeps `_initialized`, and PyTorch's device-generic code reads it from any device module:
     # torch.utils.checkpoint saves and restores a device's RNG state only when it is true.
     if name == "_initialized":
         return is_initialized()
+    # Inductor looks up a PrivateUse1 device's code generators on its device module when it first compiles
+    # for it: only then is foo_backend.compiler.inductor (and Inductor itself) imported.
+    if name in _INDUCTOR_CODEGEN:
+        from .compiler import inductor
+
+        inductor.register()
+        return getattr(inductor, _INDUCTOR_CODEGEN[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -222,6 +233,7 @@ def _register() -> None:
         from . import distributed
 
         distributed._register()
+    compiler.install()
     atexit.register(_C._finish_work_at_exit)
 
 

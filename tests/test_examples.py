@@ -45,6 +45,7 @@ _NODE = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--
 
 SCRIPTS = {
     "custom_op": _run_example("custom_op.py"),
+    "train_compiled": _run_example("train.py", "--compile"),
     "ddp_one_node": _torchrun("ddp_train.py", ["--standalone", "--nproc-per-node", "2"]),
     "ddp_two_nodes": _torchrun("ddp_train.py", _NODE + ["--node-rank", "0"], _NODE + ["--node-rank", "1"]),
 }
@@ -55,6 +56,12 @@ def test_custom_op_example(subprocesses):
     assert "myops::swish on foo:0" in out
     assert "myops_cpp::scale_add on foo:0" in out
     assert out.rstrip().endswith("foo results equal CPU results")
+
+
+def test_train_example_compiled(subprocesses):
+    """README's compiled demo: Inductor's kernels on foo learn what they learn on CPU."""
+    out = subprocesses.check("train_compiled")
+    assert out.rstrip().endswith("OK: the loss curve on foo matches the one on CPU")
 
 
 def test_ddp_example_one_node(subprocesses):

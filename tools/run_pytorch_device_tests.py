@@ -11,9 +11,14 @@ did not run (not even on CPU); adapt the copy's imports to the installed torch (
     python tools/run_pytorch_device_tests.py                       # every file below, downloaded
     python tools/run_pytorch_device_tests.py --tests-dir ~/pytorch/test test_view_ops
 
+PyTorch's DTensor tests (``distributed/tensor/...``) run differently: their test base takes the accelerator when
+one is loaded, so foo's run is the whole file with foo autoloaded (``FOO_DEVICE_COUNT=8``, so the 8-rank
+classes stay on foo) and CPU's the same file with autoload off (gloo on CPU tensors). Their base refuses a
+backend name it does not know (``fccl``); ``tools/pytorch_tests_harness/sitecustomize.py`` lets it through.
+
 Prints one line of counts per file and the foo-only failures without a reason, and exits non-zero if there are
-any, or if a listed expected failure now passes (the list must stay true). Slow: the eight files run twice, once
-per device (about an hour on two cores); it is not part of ``make test``.
+any, or if a listed expected failure now passes (the list must stay true). Slow: the files run twice, once per
+device (about 80 minutes on two cores); it is not part of ``make test``.
 """
 import argparse
 import fnmatch
@@ -27,8 +32,13 @@ from pathlib import Path
 
 import torch
 
-FILES = ["test_binary_ufuncs", "test_reductions", "test_type_promotion", "test_tensor_creation_ops", "test_indexing",
-         "test_view_ops", "test_shape_ops", "test_nn"]
+DEVICE_GENERIC_FILES = ["test_binary_ufuncs", "test_reductions", "test_type_promotion", "test_tensor_creation_ops",
+                        "test_indexing", "test_view_ops", "test_shape_ops", "test_nn"]
+DISTRIBUTED_FILES = ["distributed/tensor/test_dtensor", "distributed/tensor/test_redistribute"]
+# Exhaustive sweeps over every placement of a (2, 2, 2) mesh: minutes each with 8 ranks on two cores.
+DISTRIBUTED_DESELECTED = ["test_multi_dim_mesh", "test_ordered_distribute_all_combination",
+                          "test_ordered_redistribute_with_partial"]
+HARNESS = Path(__file__).with_name("pytorch_tests_harness")
 EXPECTED = Path(__file__).with_name("pytorch_device_tests_expected.txt")
 DEVICE_CLASS_SUFFIX = {"foo": "PRIVATEUSE1", "cpu": "CPU"}
 
@@ -57,17 +67,27 @@ def run_file(path, device, out_dir, reuse=False):
     error)}, the ids device-neutral. With ``reuse``, reads the report of an earlier run if there is one."""
     report = out_dir / f"{path.stem}.{device}.xml"
     if reuse and report.exists():
-        return read_report(report, path.name, device)
-    env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
-    # Only the file's device-generic class for this device (the others run on CPU whatever the device).
+        return read_report(report, path.name, device, distributed)
+    distributed = "distributed" in path.parts
+    if distributed:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HARNESS), os.environ.get("PYTHONPATH")])))
+        if device == "foo":
+            env.update(FOO_DEVICE_COUNT="8")
+        else:
+            env.update(TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        select = " and ".join(f"not {name}" for name in DISTRIBUTED_DESELECTED)
+    else:
+        env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
+        # Only the file's device-generic class for this device (the others run on CPU whatever the device).
+        select = DEVICE_CLASS_SUFFIX[device]
     subprocess.run([sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider", "--tb=line",
-                    "-k", DEVICE_CLASS_SUFFIX[device], f"--junitxml={report}"], cwd=path.parent, env=env,
-                   stdout=subprocess.DEVNULL,
+                    "-k", select, f"--junitxml={report}"], cwd=path.parent, env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    return read_report(report, path.name, device)
+    return read_report(report, path.name, device, distributed)
 
 
-def read_report(report, file, device):
+def read_report(report, file, device, distributed):
+    """{test id: (outcome, error)}: a distributed test's id names no device (it ran on the one loaded)."""
     outcomes = {}
     if not report.exists():  # pytest did not even start
         return outcomes
@@ -75,16 +95,26 @@ def read_report(report, file, device):
         outcome, message = "passed", ""
         for child in case:
             if child.tag in ("failure", "error"):
-                outcome, message = "failed", (child.get("message") or "").strip().split("\n")[0][:200]
+                outcome, message = "failed", error_line(child.get("message") or child.text or "")
             elif child.tag == "skipped":
                 outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
-        outcomes[neutral_id(file, case.get("classname"), case.get("name"), device)] = (outcome, message)
+        classname, name = case.get("classname").rsplit(".", 1)[-1], case.get("name")
+        test = f"{file}::{classname}::{name}" if distributed else neutral_id(file, classname, name, device)
+        outcomes[test] = (outcome, message)
     return outcomes
+
+
+def error_line(message):
+    """The exception of a failure: a multi-process test reports "Process N exited ..." first, the error later."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith(" ") and ("Error" in line or "Exception" in line)
+              and "exited with error code" not in line]
+    return (errors[-1] if errors else lines[0] if lines else "")[:200]
 
 
 def neutral_id(file, classname, name, device):
     """``file::Class::test_name`` with the device written as ``{device}``, so foo's and CPU's ids match."""
-    cls = classname.rsplit(".", 1)[-1]
+    cls = classname
     suffix = DEVICE_CLASS_SUFFIX[device]
     if cls.endswith(suffix):
         cls = cls[: -len(suffix)] + "{device}"
@@ -107,7 +137,8 @@ def load_expected():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="*", default=FILES, help="test file names without .py (default: all)")
+    parser.add_argument("files", nargs="*", default=DEVICE_GENERIC_FILES + DISTRIBUTED_FILES,
+                        help="test files below test/, without .py (default: all)")
     parser.add_argument("--tests-dir", type=Path, help="PyTorch's test/ folder (default: download)")
     parser.add_argument("--out", type=Path, default=Path("build/pytorch-device-tests"), help="reports go here")
     parser.add_argument("--reuse-reports", action="store_true",

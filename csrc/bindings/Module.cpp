@@ -2,10 +2,12 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/ones.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
 
+#include "compiled/CompiledKernel.h"
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
 #include "device/Generator.h"
@@ -150,18 +152,39 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int device) {
     return pybind11::reinterpret_steal<pybind11::object>(THPGenerator_initDefaultGenerator(defaultGenerator(checkedIndex(device))));
   });
-  // Works around a shutdown race in PyTorch's autograd engine (the pytorch#38230 family): a device
-  // thread that drops the last reference to a finished graph after Python began finalizing needs
-  // the GIL, is killed inside a destructor, and the process aborts. A device thread releases each
-  // graph before it takes the next task, so running one graph without Python objects through every
-  // foo device thread (at exit, while Python is alive) guarantees earlier graphs are gone.
-  // Then every stream finishes its queued kernels, so none runs while the process tears down.
   // The c10d backend for foo ("fccl"); foo_backend.distributed creates it around two gloo groups.
   pybind11::class_<ProcessGroupFoo, c10d::Backend, c10::intrusive_ptr<ProcessGroupFoo>>(m, "ProcessGroupFoo")
       .def(pybind11::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<c10d::Backend>, int, int,
                           std::chrono::milliseconds>(),
            pybind11::arg("device_gloo"), pybind11::arg("host_gloo"), pybind11::arg("rank"), pybind11::arg("size"),
            pybind11::arg("timeout"), pybind11::call_guard<pybind11::gil_scoped_release>());
+  // A kernel torch.compile generated for foo (foo_backend.inductor): calling it launches it.
+  pybind11::class_<CompiledKernel>(m, "CompiledKernel")
+      .def(pybind11::init<std::string, uintptr_t, const std::vector<std::string>&>(), pybind11::arg("name"),
+           pybind11::arg("entry"), pybind11::arg("parameter_types"))
+      .def_property_readonly("name", &CompiledKernel::name)
+      .def("__call__", [](const CompiledKernel& kernel, pybind11::args args) {
+        std::vector<CompiledKernel::Argument> arguments(args.size());
+        for (size_t i = 0; i < args.size(); ++i) {
+          PyObject* arg = args[i].ptr();
+          CompiledKernel::Argument& a = arguments[i];
+          if (THPVariable_Check(arg)) {
+            a.tensor = THPVariable_Unpack(arg);
+          } else if (PyFloat_Check(arg)) {
+            a.is_floating = true;
+            a.floating = PyFloat_AS_DOUBLE(arg);
+          } else {
+            a.integer = pybind11::cast<int64_t>(args[i]);
+          }
+        }
+        kernel.launch(std::move(arguments));
+      });
+  // Works around a shutdown race in PyTorch's autograd engine (the pytorch#38230 family): a device
+  // thread that drops the last reference to a finished graph after Python began finalizing needs
+  // the GIL, is killed inside a destructor, and the process aborts. A device thread releases each
+  // graph before it takes the next task, so running one graph without Python objects through every
+  // foo device thread (at exit, while Python is alive) guarantees earlier graphs are gone.
+  // Then every stream finishes its queued kernels, so none runs while the process tears down.
   m.def("_finish_work_at_exit", [] {
     if (!fooIsInitialized()) return;
     const pybind11::gil_scoped_release no_gil;

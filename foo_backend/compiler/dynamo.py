@@ -1,0 +1,98 @@
+"""What Dynamo asks of foo: its ``DeviceInterface`` and the stream functions it records in graphs.
+
+Imported, and registered, right after ``torch._dynamo`` itself (see ``foo_backend.compiler``), before Dynamo
+traces anything: Dynamo reads the registered interfaces when it first meets a stream.
+"""
+import torch
+from torch._dynamo import device_interface
+
+from .._utils import DEVICE_TYPE
+
+
+def get_raw_stream(device_index):
+    """The runtime handle of the current stream (what compiled code passes to a GPU kernel launch)."""
+    return torch.foo.current_stream(device_index).stream_id
+
+
+class FooInterface(device_interface.DeviceInterface):
+    """What Dynamo and Inductor ask of a device."""
+
+    device = torch.foo.device
+    Event = torch.foo.Event
+    Stream = torch.foo.Stream
+
+    class Worker:
+        @staticmethod
+        def set_device(device):
+            device_interface.caching_worker_current_devices[DEVICE_TYPE] = device
+
+        @staticmethod
+        def current_device():
+            return device_interface.caching_worker_current_devices.get(DEVICE_TYPE, torch.foo.current_device())
+
+        @staticmethod
+        def get_device_properties(device=None):
+            return torch.foo.get_device_properties(device)
+
+    current_device = staticmethod(torch.foo.current_device)
+    set_device = staticmethod(torch.foo.set_device)
+    device_count = staticmethod(torch.foo.device_count)
+    stream = staticmethod(torch.foo.stream)
+    current_stream = staticmethod(torch.foo.current_stream)
+    set_stream = staticmethod(torch.foo.set_stream)
+    synchronize = staticmethod(torch.foo.synchronize)
+    get_device_properties = staticmethod(torch.foo.get_device_properties)
+    get_raw_stream = staticmethod(get_raw_stream)
+    memory_allocated = staticmethod(torch.foo.memory_allocated)
+    is_bf16_supported = staticmethod(torch.foo.is_bf16_supported)
+
+    @staticmethod
+    def exchange_device(device):
+        previous = torch.foo.current_device()
+        torch.foo.set_device(device)
+        return previous
+
+    @staticmethod
+    def maybe_exchange_device(device):
+        return FooInterface.exchange_device(device)
+
+    @staticmethod
+    def is_available():
+        return torch.foo.is_available()
+
+    @staticmethod
+    def get_compute_capability(device=None):
+        major, minor = torch.foo.get_device_capability(device)
+        return major * 10 + minor
+
+    @staticmethod
+    def is_triton_capable(device=None):
+        return False
+
+
+
+# The PyTorch releases whose Dynamo needs _patch_dynamo (tests/test_inductor.py fails when a new release changes
+# what a patch works around).
+PATCHED_RELEASES = ("2.13",)
+
+
+def _patch_dynamo():
+    """Dynamo 2.13 knows the stream and event classes and ``current_stream`` functions of CUDA and XPU by name."""
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    # Creating a torch.foo.Stream or Event in compiled code makes a graph object (its cached set of classes).
+    UserDefinedClassVariable._in_graph_classes().update({torch.foo.Stream, torch.foo.Event})
+    # torch.foo.current_stream() returns the stream Dynamo tracks as current, as torch.cuda.current_stream().
+    handlers = TorchInGraphFunctionVariable._get_handlers()
+    handlers[torch.foo.current_stream] = handlers[torch.accelerator.current_stream]
+
+
+def register():
+    device_interface.register_interface_for_device(DEVICE_TYPE, FooInterface)
+    for index in range(torch.foo.device_count()):
+        device_interface.register_interface_for_device(f"{DEVICE_TYPE}:{index}", FooInterface)
+    # As torch.cuda's: calls in the graph rather than Python to trace through.
+    torch.compiler.allow_in_graph([torch.foo.current_stream, torch.foo.stream])
+    if torch.__version__.startswith(PATCHED_RELEASES):
+        _patch_dynamo()

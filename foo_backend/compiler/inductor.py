@@ -1,0 +1,199 @@
+r"""torch.compile on foo: Inductor generates C++ kernels for foo and launches them on foo's streams.
+
+Imported, and registered (``register()``), the first time Inductor compiles for foo (see
+``foo_backend.compiler``).
+
+How a compiled graph runs on foo: Inductor's C++ backend (``CppScheduling``) writes the kernels, as for CPU,
+and this module compiles each one with an entry point that takes its arguments packed in one array; the
+graph's Python wrapper calls a ``foo_backend._C.CompiledKernel`` for it, which queues the kernel on the
+current stream of the tensors' device with their device addresses translated to the kernel mapping (the
+host never touches device memory) and returns at once. Buffers are allocated on the graph's device (the
+wrapper enters ``torch.foo.device(i)`` as it enters ``torch.cuda._DeviceGuard(i)`` for CUDA); extern
+kernels and ATen fallbacks are ordinary foo operator calls, on the same stream.
+"""
+import ctypes
+import functools
+
+import torch
+from torch._inductor import scheduler as inductor_scheduler
+from torch._inductor import utils as inductor_utils
+from torch._inductor.async_compile import get_compile_threads
+from torch._inductor.codecache import CppCodeCache, LambdaFuture
+from torch._inductor.codegen import common as inductor_common
+from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.kernel import mm_common as inductor_mm_common
+from torch._inductor.virtualized import V
+
+from .._utils import _C, DEVICE_TYPE
+from . import config
+
+__all__ = ["FooScheduling", "FooWrapperCodegen", "FooCppWrapperCodegen", "compile_kernel", "register"]
+
+# The C++ type of each kernel parameter as it reads its slot of the packed argument array.
+_POINTER_SLOT = "({type})(uintptr_t)args[{index}]"
+_VALUE_SLOT = "*(const {base}*)&args[{index}]"
+
+
+def _launch_entry_point(parameter_types):
+    """``foo_launch(args)``: calls the generated ``kernel`` with its arguments unpacked from one array."""
+    unpacked = []
+    for index, type_ in enumerate(parameter_types):
+        if type_.endswith("*"):
+            unpacked.append(_POINTER_SLOT.format(type=type_, index=index))
+        else:
+            base = type_.removeprefix("const ").strip()
+            unpacked.append(_VALUE_SLOT.format(base=base, index=index))
+    arguments = ",\n        ".join(unpacked)
+    return f'\nextern "C" void foo_launch(const uint64_t* args) {{\n    kernel(\n        {arguments});\n}}\n'
+
+
+def compile_kernel(async_compile, name, parameter_types, source):
+    """What the wrapper calls to define a foo kernel: compiles ``source`` (Inductor's C++ for the kernel)
+    with foo's entry point, in Inductor's compile workers when it has them, and returns the launcher."""
+    source += _launch_entry_point(parameter_types)
+
+    def launcher(library):
+        entry = ctypes.cast(library.foo_launch, ctypes.c_void_p).value
+        return _C.CompiledKernel(name, entry, parameter_types)
+
+    if get_compile_threads() <= 1:
+        return launcher(CppCodeCache.load(source))
+    library = CppCodeCache.load_async(source, submit_fn=async_compile.submit)
+    return LambdaFuture(lambda: launcher(library()))
+
+
+# How CppScheduling.define_kernel (PyTorch 2.13) defines a kernel in the Python wrapper.
+_CPU_KERNEL_DEFINITION = "async_compile.cpp_pybinding("
+
+
+class FooScheduling(CppScheduling):
+    """Inductor's C++ kernels, defined in the wrapper as foo launches instead of CPU Python bindings."""
+
+    def ready_to_flush(self):
+        # Each kernel is launched where its node is scheduled, as on a GPU: in order with the stream switches,
+        # event records and buffer frees around it (for CPU, Inductor batches kernels until a device change).
+        return True
+
+    def define_kernel(self, src_code, nodes, kernel_args=None):
+        wrapper = V.graph.wrapper_code
+        define = wrapper.define_kernel
+
+        def define_foo_kernel(kernel_name, kernel_body, *args, **kwargs):
+            if not kernel_body.startswith(_CPU_KERNEL_DEFINITION):
+                raise RuntimeError(f"foo: Inductor defined kernel {kernel_name} in an unknown way: this torch "
+                                   f"({torch.__version__}) is not supported by foo_backend.compiler")
+            kernel_body = (f"foo_inductor.compile_kernel(async_compile, {kernel_name!r}, "
+                           + kernel_body[len(_CPU_KERNEL_DEFINITION):])
+            return define(kernel_name, kernel_body, *args, **kwargs)
+
+        wrapper.define_kernel = define_foo_kernel
+        try:
+            return super().define_kernel(src_code, nodes, kernel_args)
+        finally:
+            del wrapper.define_kernel
+
+
+class _FooKernelCalls:
+    """Writes a foo kernel's call as a CPU kernel's: the call launches it on the current stream."""
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type == DEVICE_TYPE and not triton:
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+
+class FooWrapperCodegen(_FooKernelCalls, PythonWrapperCodegen):
+    """The Python wrapper of a graph on foo: it imports foo's kernel compiler."""
+
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return _FooSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return FooWrapperCodegen()
+
+    def write_header(self):
+        super().write_header()
+        self.imports.writeline("from foo_backend.compiler import inductor as foo_inductor")
+
+
+class _FooSubgraphWrapperCodegen(_FooKernelCalls, SubgraphPythonWrapperCodegen):
+    """A subgraph's wrapper (a ``torch.cond`` branch): its code joins its parent's, which imports foo's."""
+
+
+class FooCppWrapperCodegen(CppWrapperCpu):
+    """``cpp_wrapper`` and AOTInductor would need foo kernels called from C++: not supported."""
+
+    @staticmethod
+    def create(*args, **kwargs):
+        raise RuntimeError("torch._inductor.config.cpp_wrapper and AOTInductor are not supported on foo: "
+                           "compile with the default Python wrapper")
+
+
+class FooDeviceOpOverrides(inductor_common.DeviceOpOverrides):
+    """The device calls the Python wrapper writes for foo."""
+
+    def import_get_raw_stream_as(self, name):
+        return f"from foo_backend.compiler.dynamo import get_raw_stream as {name}"
+
+    def set_device(self, device_idx):
+        return f"torch.foo.set_device({device_idx})"
+
+    def synchronize(self):
+        return "torch.foo.synchronize()"
+
+    def device_guard(self, device_idx):
+        return f"torch.foo.device({device_idx})"
+
+    def current_stream(self):
+        return "torch.foo.current_stream()"
+
+
+# The PyTorch releases whose Inductor needs _patch_inductor (tests/test_inductor.py fails when a new release
+# changes what a patch works around).
+PATCHED_RELEASES = ("2.13",)
+# What the patches replaced, for that test.
+UPSTREAM = {}
+
+
+def _patch_inductor():
+    """Inductor treats a device that is neither the CPU nor a GPU it knows as a Triton GPU in three places."""
+    # 1. The code generators ask which backend generates code for the current device; for a device Inductor
+    # does not know, the answer is CUDA's ("triton"), and C++ code generation goes wrong (its variables lose
+    # their dtypes). foo's is the CPU's, config.cpu_backend. The function is imported by name.
+    get_current_backend = UPSTREAM["get_current_backend"] = inductor_utils.get_current_backend
+
+    def foo_get_current_backend(device_type=None):
+        if (device_type or V.graph.get_current_device_or_throw().type) == DEVICE_TYPE:
+            return get_current_backend("cpu")
+        return get_current_backend(device_type)
+
+    for module in (inductor_utils, inductor_common, inductor_scheduler, inductor_mm_common):
+        assert module.get_current_backend is get_current_backend, module.__name__
+        module.get_current_backend = foo_get_current_backend
+    # 2. The scheduler skips loop reordering and reindexing, which its C++ code generator does not support,
+    # for nodes that "are CPU": foo's nodes run that code generator.
+    is_cpu = UPSTREAM["is_cpu"] = inductor_scheduler.BaseSchedulerNode.is_cpu
+
+    def foo_is_cpu(node):
+        device = node.get_device()
+        return is_cpu(node) or (device is not None and device.type == DEVICE_TYPE)
+
+    inductor_scheduler.BaseSchedulerNode.is_cpu = foo_is_cpu
+    # 3. Compiled code enters the graph's device (torch.foo.device(i)), as it enters CUDA's, so that buffers
+    # are allocated there: Inductor does this for GPUs only.
+    need_guard = UPSTREAM["device_need_guard"] = inductor_scheduler.device_need_guard
+    inductor_scheduler.device_need_guard = lambda device: device == DEVICE_TYPE or need_guard(device)
+
+
+@functools.cache
+def register():
+    """Registers foo with Dynamo and Inductor (once; ``torch.foo``'s attributes call it)."""
+    inductor_common.register_device_op_overrides(DEVICE_TYPE, FooDeviceOpOverrides())
+    if torch.__version__.startswith(PATCHED_RELEASES):
+        _patch_inductor()
+    inductor_common.register_backend_for_device(DEVICE_TYPE, FooScheduling, FooWrapperCodegen,
+                                                FooCppWrapperCodegen, device_custom_config=config)
