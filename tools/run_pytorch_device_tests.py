@@ -66,9 +66,9 @@ def run_file(path, device, out_dir, reuse=False):
     """Runs one test file's class for ``device`` under pytest; returns {test id: (outcome, first line of the
     error)}, the ids device-neutral. With ``reuse``, reads the report of an earlier run if there is one."""
     report = out_dir / f"{path.stem}.{device}.xml"
+    distributed = "distributed" in path.parts
     if reuse and report.exists():
         return read_report(report, path.name, device, distributed)
-    distributed = "distributed" in path.parts
     if distributed:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HARNESS), os.environ.get("PYTHONPATH")])))
         if device == "foo":
