@@ -70,6 +70,21 @@ SCRIPTS = {
         assert y.cpu().tolist() == [4.0, 4.0, 4.0], y
         print("inductor_after_compile", "foo_backend.compiler.inductor" in sys.modules)
     """, {}),
+    "cpu_scalar_first": ("""
+        import torch
+        a = torch.randn(7, device="foo")
+        for label, fn in (("fmax", lambda a: torch.fmax(torch.tensor(0.0), a + 1)),
+                          ("mul_add", lambda a: torch.tensor(2.0) * a + torch.tensor(1.0))):
+            out = torch.compile(fn)(a)
+            print(label, out.device, torch.allclose(out.cpu(), fn(a.cpu())))
+    """, {}),
+    "pad_at_memory_start": ("""
+        import torch
+        a = torch.tensor([True, False, True, True], device="foo")  # the first allocation: offset 0 of foo:0
+        b = torch.ones(6, dtype=torch.bool, device="foo")
+        fn = lambda a, b: torch.constant_pad_nd(a, (1, 1), 1.0) & b
+        print(torch.equal(torch.compile(fn)(a, b).cpu(), fn(a.cpu(), b.cpu())))
+    """, {}),
     # Inductor's default: kernels compile in a pool of worker processes.
     "compile_workers": ("""
         import torch
@@ -81,6 +96,19 @@ SCRIPTS = {
         print("ok")
     """, {}),
 }
+
+
+def test_pointwise_op_with_a_cpu_scalar_first_runs_on_foo(subprocesses):
+    """With a 0-dim CPU tensor as its first input, Inductor would make a pointwise op a CPU kernel reading foo
+    memory (the process dies): in a fresh interpreter, so that a regression fails this test only."""
+    out = labelled(subprocesses.check("cpu_scalar_first"))
+    assert out["fmax"] == "foo:0 True" and out["mul_add"] == "foo:0 True"
+
+
+def test_masked_load_before_the_first_byte_of_device_memory(subprocesses):
+    """Inductor's kernel for a padded input loads the element before it and masks it out; with the input at the
+    very start of foo:0's memory (a fresh process's first allocation), that load must not fault."""
+    assert subprocesses.check("pad_at_memory_start").strip() == "True"
 
 
 def test_kernels_compile_in_inductors_worker_processes(subprocesses):
@@ -182,7 +210,7 @@ def test_graph_with_cpu_and_foo_parts():
     expected = fn(a, b)
     assert on_cpu.device.type == "cpu" and on_foo.device.type == "foo"
     torch.testing.assert_close(on_cpu, expected[0])
-    torch.testing.assert_close(on_foo.cpu(), expected[1])
+    torch.testing.assert_close(on_foo.cpu(), expected[1].cpu())
 
 
 def test_graph_break_runs_both_graphs_on_foo():
@@ -370,6 +398,7 @@ def test_aot_inductor_is_refused_with_a_clear_error():
 def test_inductor_assumptions_foo_patches_work_around():
     """Each patch in foo_backend.compiler.inductor works around a behaviour of PyTorch's own Inductor: if a
     release changes it, this fails, and the patch must be reviewed (dropped, or its version guard extended)."""
+    foo_inductor.register()  # what the first compilation for foo does
     upstream = foo_inductor.UPSTREAM
     assert torch.__version__.startswith(foo_inductor.PATCHED_RELEASES)
     assert torch.__version__.startswith(foo_dynamo.PATCHED_RELEASES)
@@ -382,6 +411,7 @@ def test_inductor_assumptions_foo_patches_work_around():
     assert "torch.cuda.current_stream," in inspect.getsource(TorchInGraphFunctionVariable._get_handlers)
     assert upstream["get_current_backend"]("foo") == inductor_config.cuda_backend  # not the C++ backend
     assert upstream["device_need_guard"]("foo") is False
+    assert upstream["lowering.is_gpu"]("foo") is False
     node = type("Node", (), {"get_device": lambda self: torch.device("foo", 0)})()
     assert upstream["is_cpu"](node) is False
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen

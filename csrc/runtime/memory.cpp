@@ -37,8 +37,14 @@ bool mapDeviceMemory(int device, size_t bytes) {
   if (fd < 0) return false;
   bool ok = ftruncate(fd, static_cast<off_t>(bytes)) == 0;
   void* device_view = ok ? mmap(nullptr, bytes, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0) : MAP_FAILED;
-  void* kernel_view =
-      ok ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0) : MAP_FAILED;
+  // The kernel mapping lies between two read-only pages of zeros: a kernel may load an element just outside a
+  // buffer and discard it (Inductor's C++ kernels do, as GPU kernels' masked loads), and at the edges of the
+  // device's memory that load must not fault.
+  void* guarded = ok ? mmap(nullptr, bytes + 2 * kPage, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                     : MAP_FAILED;
+  void* kernel_view = guarded != MAP_FAILED ? mmap(static_cast<char*>(guarded) + kPage, bytes, PROT_READ | PROT_WRITE,
+                                                   MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0)
+                                            : MAP_FAILED;
   close(fd);  // the mappings keep the memory alive
   if (device_view == MAP_FAILED || kernel_view == MAP_FAILED) return false;
   DeviceMemory& mem = deviceMemory(device);

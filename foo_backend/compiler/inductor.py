@@ -15,6 +15,7 @@ import ctypes
 import functools
 
 import torch
+from torch._inductor import lowering as inductor_lowering
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor import utils as inductor_utils
 from torch._inductor.async_compile import get_compile_threads
@@ -160,7 +161,8 @@ UPSTREAM = {}
 
 
 def _patch_inductor():
-    """Inductor treats a device that is neither the CPU nor a GPU it knows as a Triton GPU in three places."""
+    """Inductor treats a device that is neither the CPU nor a GPU it knows as a Triton GPU in three places, and as
+    less than the CPU in one."""
     # 1. The code generators ask which backend generates code for the current device; for a device Inductor
     # does not know, the answer is CUDA's ("triton"), and C++ code generation goes wrong (its variables lose
     # their dtypes). foo's is the CPU's, config.cpu_backend. The function is imported by name.
@@ -183,7 +185,13 @@ def _patch_inductor():
         return is_cpu(node) or (device is not None and device.type == DEVICE_TYPE)
 
     inductor_scheduler.BaseSchedulerNode.is_cpu = foo_is_cpu
-    # 3. Compiled code enters the graph's device (torch.foo.device(i)), as it enters CUDA's, so that buffers
+    # 3. A pointwise operator runs on its first input's device unless another input is on a GPU: with a 0-dim CPU
+    # tensor first, a CPU kernel would read foo memory. Its foo inputs decide, as a GPU's do (is_gpu is imported
+    # by name; the lowerings ask it nothing else).
+    is_gpu = UPSTREAM["lowering.is_gpu"] = inductor_lowering.is_gpu
+    assert inductor_lowering.is_gpu is inductor_utils.is_gpu
+    inductor_lowering.is_gpu = lambda device: device == DEVICE_TYPE or is_gpu(device)
+    # 4. Compiled code enters the graph's device (torch.foo.device(i)), as it enters CUDA's, so that buffers
     # are allocated there: Inductor does this for GPUs only.
     need_guard = UPSTREAM["device_need_guard"] = inductor_scheduler.device_need_guard
     inductor_scheduler.device_need_guard = lambda device: device == DEVICE_TYPE or need_guard(device)

@@ -137,6 +137,21 @@ RUNTIME_TEST(host_code_cannot_dereference_a_device_address) {
   EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
 }
 
+RUNTIME_TEST(kernels_may_read_just_outside_device_memory_but_not_write) {
+  // A kernel may load an element before or after a buffer and discard it (a masked load): at the edges of a
+  // device's memory that reads zeros; writing there faults.
+  size_t free_bytes = 0, total = 0;
+  EXPECT_OK(fooMemGetInfo(0, &free_bytes, &total));
+  void* whole = nullptr;
+  EXPECT_OK(fooMalloc(0, &whole, total));  // the first byte of device 0's memory to its last
+  const auto* first = static_cast<const volatile unsigned char*>(fooKernelAddress(whole));
+  const int reads = inChild([&] { _exit(first[-1] == 0 && first[total] == 0 && first[total + 4095] == 0 ? 0 : 1); });
+  EXPECT(WIFEXITED(reads) && WEXITSTATUS(reads) == 0);
+  const int writes = inChild([&] { *const_cast<volatile unsigned char*>(first - 1) = 1; });
+  EXPECT(WIFSIGNALED(writes) && WTERMSIG(writes) == SIGSEGV);
+  EXPECT_OK(fooFree(0, whole));
+}
+
 RUNTIME_TEST(memory_is_accounted_and_exhaustion_is_an_error) {
   size_t free_before = 0, total = 0;
   EXPECT_OK(fooMemGetInfo(0, &free_before, &total));
