@@ -41,10 +41,8 @@ void CompiledKernel::launch(std::vector<Argument>&& arguments) const {
     if (!a.tensor.defined() || a.tensor.device().type() != c10::DeviceType::PrivateUse1) continue;
     if (device < 0) {
       device = a.tensor.device().index();
-    } else {
-      TORCH_CHECK(a.tensor.device().index() == device, "Expected all tensors to be on the same device, but found at ",
-                  "least two devices, ", fooDevice(device), " and ", a.tensor.device(), "! (in compiled kernel ",
-                  name_, ")");
+    } else if (a.tensor.device().index() != device) {
+      raiseMixedDevices(name_.c_str(), fooDevice(device), a.tensor.device());
     }
   }
   if (device < 0) device = currentDevice();
@@ -57,9 +55,9 @@ void CompiledKernel::launch(std::vector<Argument>&& arguments) const {
       const at::Tensor& t = arguments[i].tensor;
       TORCH_CHECK(t.defined(), "foo: compiled kernel ", name_, ": argument ", i, " must be a tensor");
       if (t.device().type() != c10::DeviceType::PrivateUse1) {
-        TORCH_CHECK(t.device().type() == c10::kCPU && t.dim() == 0 && t.element_size() <= 16,
-                    "Expected all tensors to be on the same device, but found at least two devices, ",
-                    fooDevice(device), " and ", t.device(), "! (in compiled kernel ", name_, ")");
+        if (t.device().type() != c10::kCPU || t.dim() != 0 || t.element_size() > 16) {
+          raiseMixedDevices(name_.c_str(), fooDevice(device), t.device());
+        }
         ++cpu_scalars;
       }
     }

@@ -37,6 +37,12 @@ inline c10::DeviceIndex currentDevice() {
 
 inline c10::Device fooDevice(c10::DeviceIndex index) { return c10::Device(c10::DeviceType::PrivateUse1, index); }
 
+// The contract's error for arguments of one call on two devices (as CUDA words it).
+[[noreturn]] inline void raiseMixedDevices(const char* op, c10::Device a, c10::Device b) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ", b,
+              "! (when checking arguments for ", op, ")");
+}
+
 // One object per foo device: make(index) for every index.
 template <class Make>
 auto perDevice(Make make) {

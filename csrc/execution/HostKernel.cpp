@@ -14,14 +14,6 @@
 #include "execution/KernelViews.h"
 
 namespace foo {
-namespace {
-
-[[noreturn]] void raiseMixedDevices(const char* op, c10::Device a, c10::Device b) {
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ", b,
-              "! (when checking arguments for ", op, ")");
-}
-
-}  // namespace
 
 HostKernelCall::~HostKernelCall() {
   for (Alias& a : aliases_) recycleKernelView(std::move(a.view));

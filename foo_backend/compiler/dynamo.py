@@ -1,12 +1,13 @@
 """What Dynamo asks of foo: its ``DeviceInterface`` and the stream functions it records in graphs.
 
-Imported, and registered, right after ``torch._dynamo`` itself (see ``foo_backend.compiler``), before Dynamo
-traces anything: Dynamo reads the registered interfaces when it first meets a stream.
+Importing this module registers foo with Dynamo. ``foo_backend.compiler`` imports it right after
+``torch._dynamo`` itself, before Dynamo traces anything (Dynamo reads the registered interfaces when it first
+meets a stream); imported first, it imports ``torch._dynamo`` and registers all the same.
 """
 import torch
 from torch._dynamo import device_interface
 
-from .._utils import DEVICE_TYPE
+from .._utils import _C, DEVICE_TYPE
 
 
 def get_raw_stream(device_index):
@@ -46,15 +47,9 @@ class FooInterface(device_interface.DeviceInterface):
     memory_allocated = staticmethod(torch.foo.memory_allocated)
     is_bf16_supported = staticmethod(torch.foo.is_bf16_supported)
 
-    @staticmethod
-    def exchange_device(device):
-        previous = torch.foo.current_device()
-        torch.foo.set_device(device)
-        return previous
-
-    @staticmethod
-    def maybe_exchange_device(device):
-        return FooInterface.exchange_device(device)
+    # What torch.foo.device enters and leaves with.
+    exchange_device = staticmethod(_C._exchange_device)
+    maybe_exchange_device = staticmethod(_C._exchange_device)
 
     @staticmethod
     def is_available():
@@ -88,7 +83,7 @@ def _patch_dynamo():
     handlers[torch.foo.current_stream] = handlers[torch.accelerator.current_stream]
 
 
-def register():
+def _register():
     device_interface.register_interface_for_device(DEVICE_TYPE, FooInterface)
     for index in range(torch.foo.device_count()):
         device_interface.register_interface_for_device(f"{DEVICE_TYPE}:{index}", FooInterface)
@@ -96,3 +91,6 @@ def register():
     torch.compiler.allow_in_graph([torch.foo.current_stream, torch.foo.stream])
     if torch.__version__.startswith(PATCHED_RELEASES):
         _patch_dynamo()
+
+
+_register()
