@@ -85,6 +85,13 @@ SCRIPTS = {
         fn = lambda a, b: torch.constant_pad_nd(a, (1, 1), 1.0) & b
         print(torch.equal(torch.compile(fn)(a, b).cpu(), fn(a.cpu(), b.cpu())))
     """, {}),
+    # foo's Dynamo module imported before torch._dynamo: it imports Dynamo, whose import hook finds it half done.
+    "dynamo_module_first": ("""
+        import torch
+        from foo_backend.compiler import dynamo
+        from torch._dynamo.device_interface import get_interface_for_device
+        print(get_interface_for_device("foo").__name__)
+    """, {}),
     # Inductor's default: kernels compile in a pool of worker processes.
     "compile_workers": ("""
         import torch
@@ -109,6 +116,10 @@ def test_masked_load_before_the_first_byte_of_device_memory(subprocesses):
     """Inductor's kernel for a padded input loads the element before it and masks it out; with the input at the
     very start of foo:0's memory (a fresh process's first allocation), that load must not fault."""
     assert subprocesses.check("pad_at_memory_start").strip() == "True"
+
+
+def test_dynamo_registration_when_foos_dynamo_module_is_imported_first(subprocesses):
+    assert subprocesses.check("dynamo_module_first").strip() == "FooInterface"
 
 
 def test_kernels_compile_in_inductors_worker_processes(subprocesses):

@@ -1,10 +1,10 @@
 r"""torch.compile on foo: Dynamo traces foo streams, Inductor generates C++ kernels launched on foo's streams.
 
 Loading foo imports neither Dynamo nor Inductor (together more than a second per process): ``install()``
-only arranges for ``dynamo.register()`` to run right after ``torch._dynamo`` is first imported, and
-Inductor finds foo's code generators as attributes of ``torch.foo`` (``Scheduling``,
-``PythonWrapperCodegen``, ``CppWrapperCodegen``) the first time it compiles for foo: that lookup imports
-``inductor`` and registers it.
+only arranges for ``dynamo`` (importing it registers foo with Dynamo) to be imported right after
+``torch._dynamo`` is first imported, and Inductor finds foo's code generators as attributes of
+``torch.foo`` (``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen``) the first time it compiles
+for foo: that lookup imports ``inductor`` and registers it.
 """
 import importlib.abc
 import importlib.machinery
@@ -14,9 +14,7 @@ _DYNAMO = "torch._dynamo"
 
 
 def _register_with_dynamo():
-    from . import dynamo
-
-    dynamo.register()
+    from . import dynamo  # noqa: F401  (registers on import)
 
 
 class _RegisterAfterDynamoImport(importlib.abc.MetaPathFinder):

@@ -199,7 +199,7 @@ def _patch_inductor():
 
 @functools.cache
 def register():
-    """Registers foo with Dynamo and Inductor (once; ``torch.foo``'s attributes call it)."""
+    """Registers foo's code generators with Inductor (once; the lookup of ``torch.foo.Scheduling`` calls it)."""
     inductor_common.register_device_op_overrides(DEVICE_TYPE, FooDeviceOpOverrides())
     if torch.__version__.startswith(PATCHED_RELEASES):
         _patch_inductor()
