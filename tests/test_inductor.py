@@ -272,6 +272,79 @@ def test_training_step_with_optimizer_inside_compiled_function():
         torch.testing.assert_close(p_foo.cpu(), p)
 
 
+def small_cnn():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, padding=1),
+        torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 10))
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_compiled_cnn_inference_with_inductors_layout_optimization(memory_format):
+    """Inductor lays out a convolution network's activations channels_last; foo's convolutions keep the
+    layouts CPU's do, which the compiled graph checks."""
+    model = small_cnn().eval().to(memory_format=memory_format)
+    x = torch.randn(2, 3, 8, 8).to(memory_format=memory_format)
+    model_foo = copy.deepcopy(model).foo()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model_foo)(x.foo()).cpu(), model(x))
+
+
+def test_compiled_cnn_training_step_channels_last():
+    model = small_cnn().to(memory_format=torch.channels_last)
+    model_foo = copy.deepcopy(model).foo()
+    x = torch.randn(4, 3, 8, 8).to(memory_format=torch.channels_last)
+
+    def step(m, a):
+        loss = m(a).square().mean()
+        loss.backward()
+        return loss
+
+    expected = step(model, x)
+    torch.testing.assert_close(torch.compile(step)(model_foo, x.foo()).cpu(), expected)
+    for p, p_foo in zip(model.parameters(), model_foo.parameters()):
+        torch.testing.assert_close(p_foo.grad.cpu(), p.grad)
+
+
+@pytest.mark.parametrize("case", ["conv1d", "conv2d_channels_last", "conv3d_channels_last", "transposed",
+                                  "float64_channels_last", "channels_last_weight_only"])
+def test_fake_convolution_has_foos_strides(case):
+    """What torch.compile predicts for a convolution and its backward on foo (fake tensors) is what foo's
+    convolution returns: CPU's layouts."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch.manual_seed(0)
+    conv, x_format, w_format, dtype, shape = {
+        "conv1d": (torch.nn.functional.conv1d, None, None, torch.float32, ((2, 4, 9), (6, 4, 3))),
+        "conv2d_channels_last": (torch.nn.functional.conv2d, torch.channels_last, torch.channels_last,
+                                 torch.float32, ((2, 4, 9, 7), (6, 4, 3, 3))),
+        "conv3d_channels_last": (torch.nn.functional.conv3d, torch.channels_last_3d, None, torch.float32,
+                                 ((2, 4, 5, 6, 7), (6, 4, 3, 3, 3))),
+        "transposed": (torch.nn.functional.conv_transpose2d, torch.channels_last, None, torch.float32,
+                       ((2, 4, 5, 6), (4, 3, 3, 3))),
+        "float64_channels_last": (torch.nn.functional.conv2d, torch.channels_last, None, torch.float64,
+                                  ((2, 4, 9, 7), (6, 4, 3, 3))),
+        "channels_last_weight_only": (torch.nn.functional.conv2d, None, torch.channels_last, torch.float32,
+                                      ((2, 4, 9, 7), (6, 4, 3, 3))),
+    }[case]
+    x = torch.randn(shape[0], dtype=dtype, device="foo")
+    w = torch.randn(shape[1], dtype=dtype, device="foo")
+    x = x.to(memory_format=x_format) if x_format else x
+    w = w.to(memory_format=w_format) if w_format else w
+
+    def forward_and_backward(a, b):
+        a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+        out = conv(a, b)
+        grad_a, grad_b = torch.autograd.grad(out, (a, b), torch.ones_like(out))
+        return [out, grad_a, grad_b]
+
+    real = forward_and_backward(x, w)
+    with FakeTensorMode() as mode:
+        fake = forward_and_backward(mode.from_tensor(x), mode.from_tensor(w))
+    for r, f in zip(real, fake):
+        assert (f.device, f.shape, f.stride()) == (r.device, r.shape, r.stride())
+
+
 def test_compiled_kernel_waits_for_work_queued_on_the_stream():
     consumer = torch.compile(lambda a: (a * 2).sum())
     y = torch.zeros(1000, 100, device="foo")
@@ -393,7 +466,8 @@ def test_cache_of_compiled_graphs_is_keyed_by_foos_code_generator():
     torch.compile(lambda a: a + 1)(torch.ones(2, device="foo"))  # registers foo with Inductor
     assert custom_backend_codegen_configs["foo"] is foo_config
     saved = foo_config.save_config_portable()
-    assert saved["codegen_version"] == hashlib.sha256(Path(foo_inductor.__file__).read_bytes()).hexdigest()
+    sources = b"".join(Path(module.__file__).read_bytes() for module in (foo_inductor, foo_dynamo))
+    assert saved["codegen_version"] == hashlib.sha256(sources).hexdigest()
 
 
 def test_aot_inductor_is_refused_with_a_clear_error():
@@ -425,6 +499,15 @@ def test_inductor_assumptions_foo_patches_work_around():
     assert upstream["lowering.is_gpu"]("foo") is False
     node = type("Node", (), {"get_device": lambda self: torch.device("foo", 0)})()
     assert upstream["is_cpu"](node) is False
+    # PyTorch's fake convolution lays out a PrivateUse1 convolution's output contiguous, whatever its inputs.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.randn(2, 3, 6, 6, device="foo").to(memory_format=torch.channels_last))
+        w = mode.from_tensor(torch.randn(4, 3, 3, 3, device="foo"))
+        out = foo_dynamo.UPSTREAM["fake convolution"](
+            mode, torch.ops.aten.convolution.default, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    assert out.is_contiguous()
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
     # Kernel calls of a device that is not cpu/cuda/xpu/mps are refused: foo's wrapper writes its own.

@@ -16,9 +16,14 @@ one is loaded, so foo's run is the whole file with foo autoloaded (``FOO_DEVICE_
 classes stay on foo) and CPU's the same file with autoload off (gloo on CPU tensors). Their base refuses a
 backend name it does not know (``fccl``); ``tools/pytorch_tests_harness/sitecustomize.py`` lets it through.
 
+PyTorch's Inductor tests (``inductor/test_torchinductor``) build one class per device from a template
+(``CommonTemplate``): CPU's run is its class ``CpuTests`` with foo not loaded, foo's the same template for foo,
+``FooTests`` of ``tools/pytorch_tests_harness/inductor_foo_tests.py`` (as the file builds CUDA's: eager against
+compiled on the device, then again in half precision), with one compile thread.
+
 Prints one line of counts per file and the foo-only failures without a reason, and exits non-zero if there are
 any, or if a listed expected failure now passes (the list must stay true). Slow: the files run twice, once per
-device (about 80 minutes on two cores); it is not part of ``make test``.
+device (about 80 minutes on two cores, and 50 more for the Inductor template); it is not part of ``make test``.
 """
 import argparse
 import fnmatch
@@ -36,11 +41,13 @@ DEVICE_GENERIC_FILES = ["test_binary_ufuncs", "test_reductions", "test_type_prom
                         "test_indexing", "test_view_ops", "test_shape_ops", "test_nn"]
 DISTRIBUTED_FILES = ["distributed/tensor/test_dtensor", "distributed/tensor/test_redistribute"]
 # Exhaustive sweeps over every placement of a (2, 2, 2) mesh: minutes each with 8 ranks on two cores.
+INDUCTOR_FILES = ["inductor/test_torchinductor"]
 DISTRIBUTED_DESELECTED = ["test_multi_dim_mesh", "test_ordered_distribute_all_combination",
                           "test_ordered_redistribute_with_partial"]
 HARNESS = Path(__file__).with_name("pytorch_tests_harness")
 EXPECTED = Path(__file__).with_name("pytorch_device_tests_expected.txt")
 DEVICE_CLASS_SUFFIX = {"foo": "PRIVATEUSE1", "cpu": "CPU"}
+INDUCTOR_TEMPLATE_CLASS = {"foo": "FooTests", "cpu": "CpuTests"}
 
 
 def torch_tag():
@@ -69,7 +76,16 @@ def run_file(path, device, out_dir, reuse=False):
     distributed = "distributed" in path.parts
     if reuse and report.exists():
         return read_report(report, path.name, device, distributed)
-    if distributed:
+    target = path
+    if "inductor" in path.parts:
+        env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
+        if device == "foo":
+            target = HARNESS / "inductor_foo_tests.py"
+            env.update(PYTORCH_INDUCTOR_TESTS_DIR=str(path.parent))
+        else:
+            env.update(TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        select = INDUCTOR_TEMPLATE_CLASS[device]
+    elif distributed:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HARNESS), os.environ.get("PYTHONPATH")])))
         if device == "foo":
             env.update(FOO_DEVICE_COUNT="8")
@@ -80,7 +96,7 @@ def run_file(path, device, out_dir, reuse=False):
         env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device)
         # Only the file's device-generic class for this device (the others run on CPU whatever the device).
         select = DEVICE_CLASS_SUFFIX[device]
-    subprocess.run([sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider", "--tb=line",
+    subprocess.run([sys.executable, "-m", "pytest", str(target), "-q", "-p", "no:cacheprovider", "--tb=line",
                     "-k", select, f"--junitxml={report}"], cwd=path.parent, env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     return read_report(report, path.name, device, distributed)
@@ -113,10 +129,13 @@ def error_line(message):
 
 
 def neutral_id(file, classname, name, device):
-    """``file::Class::test_name`` with the device written as ``{device}``, so foo's and CPU's ids match."""
+    """``file::Class::test_name`` with the device written as ``{device}``, so foo's and CPU's ids match (the
+    Inductor template's classes are both ``CommonTemplate``)."""
     cls = classname
     suffix = DEVICE_CLASS_SUFFIX[device]
-    if cls.endswith(suffix):
+    if cls == INDUCTOR_TEMPLATE_CLASS[device]:
+        cls = "CommonTemplate"
+    elif cls.endswith(suffix):
         cls = cls[: -len(suffix)] + "{device}"
     name = re.sub(rf"_{device}(?=_|$)", "_{device}", name, count=1)
     return f"{file}::{cls}::{name}"
@@ -137,7 +156,7 @@ def load_expected():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="*", default=DEVICE_GENERIC_FILES + DISTRIBUTED_FILES,
+    parser.add_argument("files", nargs="*", default=DEVICE_GENERIC_FILES + DISTRIBUTED_FILES + INDUCTOR_FILES,
                         help="test files below test/, without .py (default: all)")
     parser.add_argument("--tests-dir", type=Path, help="PyTorch's test/ folder (default: download)")
     parser.add_argument("--out", type=Path, default=Path("build/pytorch-device-tests"), help="reports go here")

@@ -6,6 +6,9 @@ meets a stream); imported first, it imports ``torch._dynamo`` and registers all 
 """
 import torch
 from torch._dynamo import device_interface
+from torch._subclasses import fake_impls
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils import _pytree as pytree
 
 from .._utils import _C, DEVICE_TYPE
 
@@ -69,6 +72,35 @@ class FooInterface(device_interface.DeviceInterface):
 # The PyTorch releases whose Dynamo needs _patch_dynamo (tests/test_inductor.py fails when a new release changes
 # what a patch works around).
 PATCHED_RELEASES = ("2.13",)
+# What the patches replaced, for that test.
+UPSTREAM = {}
+
+
+def _patch_fake_convolution():
+    """PyTorch's fake convolution gives a PrivateUse1 convolution contiguous outputs (it cannot know the
+    layout of an overridden kernel), but foo's convolution is CPU's and has CPU's layouts (channels_last in,
+    channels_last out): Inductor would lay out a compiled CNN for the wrong strides. On foo tensors it asks
+    CPU's fake convolution."""
+    convolution = UPSTREAM["fake convolution"] = fake_impls.op_implementations_dict[torch.ops.aten.convolution.default]
+
+    def move(fake_mode, value, device):
+        if not isinstance(value, FakeTensor):
+            return value
+        with fake_mode:  # a fake tensor of the same shape and strides on the other device, never allocated
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=device)
+
+    def foo_convolution(fake_mode, func, *args, **kwargs):
+        devices = {t.fake_device for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, FakeTensor)}
+        foo_devices = [device for device in devices if device.type == DEVICE_TYPE]
+        if not foo_devices:
+            return convolution(fake_mode, func, *args, **kwargs)
+        cpu_args, cpu_kwargs = pytree.tree_map(lambda t: move(fake_mode, t, "cpu"), (args, kwargs))
+        outputs = convolution(fake_mode, func, *cpu_args, **cpu_kwargs)
+        return pytree.tree_map(lambda t: move(fake_mode, t, foo_devices[0]), outputs)
+
+    for op, impl in list(fake_impls.op_implementations_dict.items()):
+        if impl is convolution:  # convolution, _convolution, convolution_backward
+            fake_impls.op_implementations_dict[op] = foo_convolution
 
 
 def _patch_dynamo():
@@ -91,6 +123,7 @@ def _register():
     torch.compiler.allow_in_graph([torch.foo.current_stream, torch.foo.stream])
     if torch.__version__.startswith(PATCHED_RELEASES):
         _patch_dynamo()
+        _patch_fake_convolution()
 
 
 _register()
