@@ -359,6 +359,19 @@ def send_recv(dtype, device_kind="foo"):
     return got
 
 
+def profiled_all_reduce():
+    """An all_reduce under torch.profiler with foo's device timeline: the device work it recorded, by
+    name, device and stream, and the sum."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = data(_rank()).to(_dev())
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        dist.all_reduce(x)
+        torch.foo.synchronize()
+    work = [(e.name, e.device_index) for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    return work, x
+
+
 def recv_from_any_source_cpu():
     """``dist.recv`` without a source, on CPU tensors (gloo supports it). If it fails, rank 1 still
     receives the message from rank 0, so the world stays in step."""

@@ -409,6 +409,14 @@ def test_send_recv(world, dtype):
     assert_equal(back, data(0, 5, dtype) + 1)
 
 
+def test_collectives_are_named_on_the_profilers_device_timeline(world):
+    """As NCCL's kernels show in a CUDA profile, a collective's work on the communication stream."""
+    expected = by_hand("SUM", inputs(6, torch.float32))
+    for rank, (work, result) in enumerate(world.run("profiled_all_reduce")):
+        assert ("fccl:ALLREDUCE", rank) in work
+        assert_equal(result, expected)
+
+
 def test_send_recv_cpu_tensors(world):
     back, got = world.run("send_recv", torch.float32, "cpu")
     assert_equal(got, data(0, 5))

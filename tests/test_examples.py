@@ -2,6 +2,7 @@
 
 Each runs in a fresh interpreter, as a user runs it. custom_op.py compiles a C++ extension with
 load_inline on its first run (about 20-40 s); later runs reuse the build in the temp directory."""
+import json
 import os
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -41,12 +42,31 @@ def _torchrun(name, *launches):
     )
 
 
+def _as_script(name, *args):
+    """Runs examples/`name` as `python examples/<name>` does (its folder first on the import path), from
+    a fresh temporary folder that is also its working directory; prints its output."""
+    path = os.path.join(EXAMPLES, name)
+    return (
+        f"""
+        import os, subprocess, sys, tempfile
+        work = tempfile.mkdtemp()
+        result = subprocess.run([sys.executable, {path!r}, *{list(args)!r}], cwd=work, capture_output=True, text=True)
+        print(work)
+        print(result.stdout)
+        print(result.stderr, file=sys.stderr)
+        sys.exit(result.returncode)
+        """,
+        {},
+    )
+
+
 _NODE = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:PORT"]
 
 SCRIPTS = {
     "custom_op": _run_example("custom_op.py"),
     "train_compiled": _run_example("train.py", "--compile"),
     "ddp_one_node": _torchrun("ddp_train.py", ["--standalone", "--nproc-per-node", "2"]),
+    "profile": _as_script("profile_training.py"),
     "ddp_two_nodes": _torchrun("ddp_train.py", _NODE + ["--node-rank", "0"], _NODE + ["--node-rank", "1"]),
 }
 
@@ -62,6 +82,19 @@ def test_train_example_compiled(subprocesses):
     """README's compiled demo: Inductor's kernels on foo learn what they learn on CPU."""
     out = subprocesses.check("train_compiled")
     assert out.rstrip().endswith("OK: the loss curve on foo matches the one on CPU")
+
+
+def test_profile_example(subprocesses):
+    """README's profiling command: the table has foo's device time, the trace foo's kernels on streams."""
+    out = subprocesses.check("profile")
+    work = out.splitlines()[0]
+    assert "Self FOO" in out and "aten::addmm kernel" in out
+    with open(os.path.join(work, "profile", "trace.json")) as f:
+        events = json.load(f)["traceEvents"]
+    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == "train_step"]
+    assert len(steps) == 3  # the schedule's active steps
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert kernels and all(e["pid"] == 0 and e["args"]["device"] == 0 for e in kernels)
 
 
 def test_ddp_example_one_node(subprocesses):

@@ -14,6 +14,7 @@
 #include "device/Stream.h"
 #include "distributed/ProcessGroupFoo.h"
 #include "execution/Fallback.h"
+#include "profiler/Profiler.h"
 
 #include <chrono>
 #include <future>
@@ -69,6 +70,8 @@ PYBIND11_MODULE(_C, m) {
   using namespace foo;
   m.doc() = "foo_backend native extension: the simulated foo runtime and its PyTorch integration";
   routeCompositeOperatorsToCpuKernels();
+  registerProfiler();
+  registerProfilerEventStubs();
 
   m.def("_init", [] {
     FOO_CHECK(fooInit());
@@ -102,7 +105,7 @@ PYBIND11_MODULE(_C, m) {
   // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
   m.def("_sleep", [](int64_t cycles) {
     const c10::DeviceIndex device = currentDevice();
-    enqueueOnStream(device, [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });
+    enqueueOnStream(device, "_sleep", [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });
   });
   // Keeps the current stream busy until the returned function is called: "the stream is still busy"
   // without depending on how fast the host is (tests). A hold never released (or waited for by the
@@ -110,7 +113,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_hold_stream", [] {
     auto release = std::make_shared<std::promise<void>>();
     std::shared_future<void> released = release->get_future().share();
-    enqueueOnStream(currentDevice(), [released] {
+    enqueueOnStream(currentDevice(), "_hold_stream", [released] {
       TORCH_CHECK(released.wait_for(std::chrono::minutes(2)) == std::future_status::ready,
                   "foo: a stream held by _hold_stream was never released");
     });

@@ -103,7 +103,7 @@ void CompiledKernel::launch(std::vector<Argument>&& arguments) const {
       }
     }
   }
-  enqueueOnStream(device, [entry = entry_, slots = std::move(slots), scalar_slots, storages = std::move(storages)]() mutable {
+  enqueueOnStream(device, name_.c_str(), [entry = entry_, slots = std::move(slots), scalar_slots, storages = std::move(storages)]() mutable {
     for (const auto& [parameter, value] : scalar_slots) slots[parameter] = reinterpret_cast<uint64_t>(&slots[value]);
     entry(slots.data());
   });

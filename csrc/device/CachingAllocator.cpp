@@ -392,7 +392,8 @@ c10::DeleterFnPtr CachingAllocator::raw_deleter() const { return &freeDeviceAddr
 void CachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   void* kernel_dest = fooKernelAddress(dest);
   const void* kernel_src = fooKernelAddress(src);
-  runAfterStream(static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest)), [&] { std::memcpy(kernel_dest, kernel_src, count); });
+  runAfterStream(static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest)), "Memcpy DtoD (Device -> Device)",
+                 [&] { std::memcpy(kernel_dest, kernel_src, count); }, fooActivityKindMemcpy);
 }
 
 bool CachingAllocator::initialized() { return fooIsInitialized() != 0; }

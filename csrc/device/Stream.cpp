@@ -95,7 +95,7 @@ struct KernelThreadSettings {
 
 }  // namespace
 
-void enqueueOnStream(c10::DeviceIndex device, std::function<void()> kernel) {
+void enqueueOnStream(c10::DeviceIndex device, const char* name, std::function<void()> kernel, fooActivityKind kind) {
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   struct Launch {
     std::function<void()> kernel;
@@ -103,7 +103,7 @@ void enqueueOnStream(c10::DeviceIndex device, std::function<void()> kernel) {
     KernelThreadSettings settings;
   };
   auto* launch = new Launch{std::move(kernel), device, KernelThreadSettings::current()};
-  const fooError_t error = fooLaunchKernel(
+  const fooError_t error = fooLaunchKernelEx(
       device, currentStream(device),
       [](void* arg) {
         std::unique_ptr<Launch> owned(static_cast<Launch*>(arg));
@@ -116,7 +116,7 @@ void enqueueOnStream(c10::DeviceIndex device, std::function<void()> kernel) {
         }
         t_on_stream_worker = false;
       },
-      launch);
+      launch, kind, name);
   if (error != fooSuccess) delete launch;
   FOO_CHECK(error);
   if (fooLaunchBlocking()) checkAsyncErrors(device);  // it ran inline: its error belongs to this call

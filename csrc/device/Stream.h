@@ -8,6 +8,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <type_traits>
 
 #include "device/Common.h"
 
@@ -40,25 +41,42 @@ extern std::atomic<bool> g_async_error_pending;
 // Runs `kernel()` on `device`'s current stream after the work already queued there, and returns when
 // it is done: for work whose results the host needs at once (an operator's output shapes, a copy into
 // pageable memory). The calling thread waits for the stream to drain and runs the kernel itself, so
-// it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions.
+// it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions. The
+// runtime's activity tracing records it as work of the stream, named `name`.
 template <class Kernel>
-void runAfterStream(c10::DeviceIndex device, Kernel&& kernel) {
+void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
+                    fooActivityKind kind = fooActivityKindKernel) {
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   const fooStream_t stream = currentStream(device);
   const fooError_t state = fooStreamQuery(device, stream);
   if (state == fooErrorNotReady) {
-    synchronizeStream(device, stream);
+    synchronizeStream(device, stream);  // raises the errors of the work it waited for, before the kernel runs
   } else {
     FOO_CHECK(state);
   }
-  kernel();
+  struct Call {
+    std::remove_reference_t<Kernel>* kernel;
+    std::exception_ptr error;
+  } call{&kernel, nullptr};
+  const auto run = [](void* arg) {
+    auto* c = static_cast<Call*>(arg);
+    try {
+      (*c->kernel)();
+    } catch (...) {
+      c->error = std::current_exception();
+    }
+  };
+  FOO_CHECK(fooStreamRunSynchronous(device, stream, run, &call, kind, name));
+  if (call.error) std::rethrow_exception(call.error);
 }
 
 // Queues `kernel()` on `device`'s current stream and returns at once. The kernel must own (capture by
 // value) every tensor it touches, which also keeps their memory from being reused before it runs. An
 // exception it throws is raised by the next synchronization of the device, as CUDA reports
 // asynchronous errors (with FOO_LAUNCH_BLOCKING=1, it runs inline and raises at once).
-void enqueueOnStream(c10::DeviceIndex device, std::function<void()> kernel);
+// Activity tracing records it as work of the stream, named `name`.
+void enqueueOnStream(c10::DeviceIndex device, const char* name, std::function<void()> kernel,
+                     fooActivityKind kind = fooActivityKindKernel);
 
 // True on a stream's worker thread, inside a kernel queued by enqueueOnStream: such code must not
 // wait for the device (its own stream would wait for itself).

@@ -259,9 +259,9 @@ at::Tensor flat(const at::Tensor& view) {
   return view.dim() == 1 ? view : view.as_strided({view.numel()}, {1});
 }
 
-void enqueueOn(const FooStream& stream, std::function<void()> kernel) {
+void enqueueOn(const FooStream& stream, const std::string& name, std::function<void()> kernel) {
   c10::StreamGuard on_stream(stream.unwrap());
-  enqueueOnStream(stream.device, std::move(kernel));
+  enqueueOnStream(stream.device, name.c_str(), std::move(kernel));
 }
 
 }  // namespace
@@ -312,7 +312,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
 
   auto state = std::make_shared<LaunchState>();
   const bool point_to_point = completion == Completion::PointToPoint;
-  enqueueOn(comm, [start = std::move(start), gloo = device_gloo_, state, point_to_point] {
+  const std::string kernel_name = "fccl:" + c10d::opTypeToString(type);  // as NCCL's kernels show in a profile
+  enqueueOn(comm, kernel_name, [start = std::move(start), gloo = device_gloo_, state, point_to_point] {
     state->run([&] {
       auto work = start(*gloo);
       if (point_to_point) {
@@ -328,7 +329,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
     c10::Event started(c10::DeviceType::PrivateUse1);
     started.record(comm.unwrap());
     started.block(end.unwrap());
-    enqueueOn(end, [state] {
+    enqueueOn(end, kernel_name + " (completion)", [state] {
       if (state->pending) state->run([&] { state->pending->wait(); });  // else it failed to start
     });
   }

@@ -162,7 +162,8 @@ std::vector<at::Tensor> HostKernelCall::launch(std::shared_ptr<LaunchPlan> plan,
       fresh_views.emplace_back();
     }
   }
-  enqueueOnStream(device_, [plan = std::move(plan), kernel = std::move(kernel), views = std::move(fresh_views),
+  const char* kernel_name = plan->kernel_name.c_str();  // the plan, which holds it, outlives the launch call
+  enqueueOnStream(device_, kernel_name, [plan = std::move(plan), kernel = std::move(kernel), views = std::move(fresh_views),
                               keys = c10::impl::tls_local_dispatch_key_set(), op = op_name_] {
     c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys);
     OutputHints hints;
@@ -199,6 +200,7 @@ std::vector<at::Tensor> HostKernelCall::launch(std::shared_ptr<LaunchPlan> plan,
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {
   if (!signature_.allowed() || arguments_changed) return;
   auto plan = std::make_shared<LaunchPlan>();
+  plan->kernel_name = kernelName();
   std::vector<const c10::StorageImpl*> fresh_storages;
   for (const at::Tensor& r : results) {
     LaunchPlan::Output spec{LaunchPlan::Output::kUndefined};
@@ -254,7 +256,7 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
     void* dest = fooKernelAddress(device_ptr.get());
     const void* src = impl->data_ptr().get();
     const size_t n = impl->nbytes();
-    runAfterStream(device_, [&] { std::memcpy(dest, src, n); });
+    runAfterStream(device_, "Memcpy HtoD (Pageable -> Device)", [&] { std::memcpy(dest, src, n); }, fooActivityKindMemcpy);
   }
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
                                                             std::move(device_ptr), &cachingAllocator(),

@@ -72,7 +72,8 @@ class HostKernelCall {
   void run(Kernel&& kernel) {
     prepare();
     const c10::DeviceIndex device = device_;
-    runAfterStream(device, [&] {
+    const std::string name = fooActivityIsEnabled() ? kernelName() : std::string();  // only a profile needs it
+    runAfterStream(device, name.c_str(), [&] {
       RedirectHostAllocations redirect(device);
       kernel();
     });
@@ -104,6 +105,8 @@ class HostKernelCall {
   at::Tensor output(at::Tensor result);
 
   c10::DeviceIndex device() const { return device_; }
+  // The name of the operator's kernel in a profile (distinct from the operator's own row).
+  std::string kernelName() const { return std::string(op_name_) + " kernel"; }
   // The dispatch keys of the CPU kernel: nested tensors' when an argument is one.
   c10::DispatchKeySet cpuKernelKeys() const {
     return c10::DispatchKeySet(nested_ ? c10::DispatchKey::NestedTensorCPU : c10::DispatchKey::CPU);

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -97,6 +98,7 @@ struct LaunchPlan {
   };
   std::vector<Output> outputs;
   std::vector<int> structure;  // how the caller groups the flat outputs (its returns' list lengths)
+  std::string kernel_name;     // the queued kernel's name in a profile: "<operator> kernel"
   // Set when a queued run returned other metadata than the plan's: the signature runs synchronously
   // from then on.
   std::atomic<bool> stale{false};

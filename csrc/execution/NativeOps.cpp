@@ -64,6 +64,13 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   return at::detail::empty_strided_generic(size, stride, &cachingAllocator(), kFooKeys, c10::dtype_or_default(dtype));
 }
 
+// A copy's name in a profile, as CUDA's copies are named.
+const char* copyName(bool from_foo, bool to_foo, bool pinned_host) {
+  if (from_foo && to_foo) return "Memcpy DtoD (Device -> Device)";
+  if (to_foo) return pinned_host ? "Memcpy HtoD (Pinned -> Device)" : "Memcpy HtoD (Pageable -> Device)";
+  return pinned_host ? "Memcpy DtoH (Device -> Pinned)" : "Memcpy DtoH (Device -> Pageable)";
+}
+
 // Host<->foo and foo<->foo (any devices): the CPU copy kernel runs on kernel views, so strides and
 // dtype conversions behave exactly as on CPU. As on CUDA, a copy between two tensors of one foo device,
 // and a non_blocking copy from or to pinned host memory, run asynchronously on the current stream; a
@@ -84,10 +91,11 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   c10::Storage shared;
   if (!host_side && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
   at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : (async ? hostAlias(src) : src);
+  const char* name = copyName(isFoo(src), isFoo(dst), host_side && isPinned(host.storage().data()));
   if (!async) {
-    runAfterStream(device, [&] {
+    runAfterStream(device, name, [&] {
       at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);
-    });
+    }, fooActivityKindMemcpy);
     return dst;
   }
   // As CUDA does, everything a copy can get wrong (shapes, overlap) is checked on the host, so the
@@ -106,9 +114,9 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     recordPinnedUse(host.storage().data_ptr(),
                     FooStream::current(device).unwrap());
   }
-  enqueueOnStream(device, [src_view, dst_view]() mutable {
+  enqueueOnStream(device, name, [src_view, dst_view]() mutable {
     at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);
-  });
+  }, fooActivityKindMemcpy);
   return dst;
 }
 

@@ -82,9 +82,24 @@ fooError_t fooStreamCreate(int device, fooStream_t* stream, int priority);
 fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority);
 // 1 when FOO_LAUNCH_BLOCKING=1 makes every launch run inline.
 int fooLaunchBlocking(void);
+// What a launch runs, for activity tracing (below).
+typedef enum fooActivityKind {
+  fooActivityKindKernel = 0,   // a kernel a stream runs
+  fooActivityKindMemcpy = 1,   // a copy a stream runs
+  fooActivityKindRuntime = 2,  // a runtime call on the host: the launch of one of the two above
+} fooActivityKind;
 // Queues fn(arg) on the stream, after all work launched on it before. `arg` must stay valid until fn
 // has run, and fn must not throw (it runs on the stream's worker thread).
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg);
+// fooLaunchKernel with what activity tracing records of the work: its kind (a kernel or a copy) and its
+// name (copied when tracing is on; may be null).
+fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
+                             const char* name);
+// Runs fn(arg) on the calling thread once all work launched on the stream before has completed, and
+// returns when it is done: the stream's synchronous work, whose result the host needs at once (as a
+// synchronous cudaMemcpy). Traced as work of the stream, like a launch. fn must not throw.
+fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
+                                   const char* name);
 // How many launches (kernels, event records, event waits) the stream has received; unchanged between two
 // reads, the stream got no work in between. (With FOO_LAUNCH_BLOCKING=1, launches run inline and do not
 // count: the stream never has work pending.)
@@ -105,5 +120,34 @@ fooError_t fooEventQuery(fooEvent_t event);
 fooError_t fooEventSynchronize(fooEvent_t event);
 fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event);
 fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end);
+
+// ---- Activity tracing ---------------------------------------------------------------------------
+// What a profiler reads, as from CUPTI's activity API: while tracing is enabled, every launch (and
+// synchronous run) of a kernel or copy yields two records when its work completes: the work on its
+// stream, with the times it started and ended there, and the launch call on the host thread that made
+// it. The two share a correlation id; both carry the external id the launching thread pushed last (a
+// profiler's id for the operator that launched the work). Event records and waits are not traced.
+typedef struct fooActivityRecord {
+  fooActivityKind kind;
+  const char* name;         // "kernel" for an unnamed launch; valid during the flush callback only
+  int device;
+  fooStream_t stream;
+  uint64_t thread_id;       // the launching thread (Linux thread id)
+  uint64_t correlation_id;  // shared by a launch's two records
+  uint64_t external_id;     // the launching thread's innermost pushed external id; 0 when none
+  int64_t start_ns;         // wall-clock time (CLOCK_REALTIME), nanoseconds since the epoch
+  int64_t end_ns;
+} fooActivityRecord;
+// Enabling forgets the records not yet flushed and starts a new trace; disabling stops recording new
+// launches (work launched before still yields its records when it completes).
+fooError_t fooActivityEnable(int enable);
+// 1 while tracing is enabled: a caller can skip preparing names nobody records.
+int fooActivityIsEnabled(void);
+// A per-thread stack of external ids (cuptiActivityPushExternalCorrelationId).
+fooError_t fooActivityPushExternalCorrelationId(uint64_t id);
+fooError_t fooActivityPopExternalCorrelationId(uint64_t* id);
+// Calls `callback` for each record of completed work (launch records too), oldest first, and forgets them.
+typedef void (*fooActivityCallback)(const fooActivityRecord* record, void* user_data);
+fooError_t fooActivityFlush(fooActivityCallback callback, void* user_data);
 
 }  // extern "C"

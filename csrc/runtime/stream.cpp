@@ -41,6 +41,7 @@ struct Task {
   // An event's marker runs under the stream's lock, as the stream counts it done: whoever sees the
   // event complete sees the stream past it, and whoever sees the stream idle sees the event complete.
   bool marker = false;
+  TracedLaunch* traced = nullptr;  // when activity tracing follows it
 };
 
 class Stream {
@@ -101,7 +102,7 @@ class Stream {
       queued_.store(queue_.size(), std::memory_order_release);
       if (!task.marker) {
         lock.unlock();
-        task.fn(task.arg);
+        runTraced(task.traced, task.fn, task.arg);
         lock.lock();
       }
       ++completed_;
@@ -140,8 +141,9 @@ bool validStream(int device, fooStream_t stream) {
 Stream& streamOf(int device, fooStream_t stream) { return g_devices[device].streams[stream]; }
 
 void launchTask(int device, fooStream_t stream, Task task) {
+  if (task.traced != nullptr) task.traced->call_end_ns = activityClockNs();
   if (launchBlocking()) {
-    task.fn(task.arg);
+    runTraced(task.traced, task.fn, task.arg);
   } else {
     streamOf(device, stream).launch(task);
   }
@@ -219,10 +221,28 @@ fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority) {
 int fooLaunchBlocking(void) { return launchBlocking() ? 1 : 0; }
 
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg) {
+  return fooLaunchKernelEx(device, stream, fn, arg, fooActivityKindKernel, nullptr);
+}
+
+fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
+                             const char* name) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  if (!validStream(device, stream)) return fooErrorInvalidValue;
-  launchTask(device, stream, Task{fn, arg});
+  if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
+  launchTask(device, stream, Task{fn, arg, false, traceLaunch(device, stream, kind, name, "fooLaunchKernel")});
+  return fooSuccess;
+}
+
+fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
+                                   const char* name) {
+  if (!validDevice(device)) return fooErrorInvalidDevice;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
+  TracedLaunch* traced = traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous");
+  Stream& queue = streamOf(device, stream);
+  if (!queue.idle()) queue.synchronize();
+  if (traced != nullptr) traced->call_end_ns = activityClockNs();
+  runTraced(traced, fn, arg);
   return fooSuccess;
 }
 

@@ -4,6 +4,7 @@
 // environment once): `runtime_tests NAME` runs one and exits 0 when it holds; `runtime_tests --list`
 // names them. tests/test_runtime.py builds and drives it.
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <future>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/foo_runtime.h"
@@ -348,6 +350,127 @@ RUNTIME_TEST(a_child_forked_after_initialisation_cannot_use_the_device) {
   });
   EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT(!fooIsInBadFork());  // the parent keeps its device
+}
+
+// ---- Activity tracing ------------------------------------------------------------------------------
+
+std::vector<fooActivityRecord> flushed;
+std::vector<std::string> flushed_names;
+
+void flushRecords() {
+  flushed.clear();
+  flushed_names.clear();
+  EXPECT_OK(fooActivityFlush([](const fooActivityRecord* record, void*) {
+    flushed.push_back(*record);
+    flushed_names.push_back(record->name);  // the record's name lives only during the callback
+    flushed.back().name = nullptr;
+  }, nullptr));
+}
+
+int64_t wallClockNs() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+void nothing(void*) {}
+
+RUNTIME_TEST(activity_tracing_records_each_launch_and_its_work) {
+  fooStream_t stream = 0;
+  EXPECT_OK(fooStreamCreate(1, &stream, 0));
+  EXPECT_OK(fooActivityEnable(1));
+  EXPECT(fooActivityIsEnabled() == 1);
+  Gate gate;
+  EXPECT_OK(fooActivityPushExternalCorrelationId(41));
+  EXPECT_OK(fooLaunchKernelEx(1, stream, &Gate::wait, &gate, fooActivityKindKernel, "gate"));
+  EXPECT_OK(fooActivityPushExternalCorrelationId(42));  // the innermost id is the one a launch carries
+  EXPECT_OK(fooLaunchKernelEx(1, stream, &nothing, nullptr, fooActivityKindMemcpy, "copy"));
+  uint64_t popped = 0;
+  EXPECT_OK(fooActivityPopExternalCorrelationId(&popped));
+  EXPECT(popped == 42);
+  EXPECT_OK(fooActivityPopExternalCorrelationId(nullptr));
+  EXPECT(fooActivityPopExternalCorrelationId(nullptr) == fooErrorInvalidValue);
+  EXPECT_OK(fooLaunchKernel(1, stream, &nothing, nullptr));
+  flushRecords();
+  EXPECT(flushed.empty());  // nothing has completed: the gate holds the stream
+  const int64_t opened = wallClockNs();
+  gate.open.set_value();
+  EXPECT_OK(fooStreamSynchronize(1, stream));
+  flushRecords();
+  // Per launch, in the order the work completed: the launch call on this thread, then the work.
+  EXPECT(flushed.size() == 6);
+  const char* names[] = {"fooLaunchKernel", "gate", "fooLaunchKernel", "copy", "fooLaunchKernel", "kernel"};
+  const fooActivityKind kinds[] = {fooActivityKindRuntime, fooActivityKindKernel, fooActivityKindRuntime,
+                                   fooActivityKindMemcpy,  fooActivityKindRuntime, fooActivityKindKernel};
+  const uint64_t external[] = {41, 41, 42, 42, 0, 0};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT(flushed_names[i] == names[i]);
+    EXPECT(flushed[i].kind == kinds[i]);
+    EXPECT(flushed[i].external_id == external[i]);
+    EXPECT(flushed[i].device == 1 && flushed[i].stream == stream);
+    EXPECT(flushed[i].thread_id == static_cast<uint64_t>(gettid()));
+    EXPECT(flushed[i].start_ns <= flushed[i].end_ns);
+    EXPECT(flushed[i].correlation_id == flushed[i / 2 * 2].correlation_id);  // a launch's two records
+  }
+  EXPECT(flushed[0].correlation_id != flushed[2].correlation_id);
+  // The copy was launched before the gate opened and ran after: device time, not host time.
+  EXPECT(flushed[2].end_ns <= opened && flushed[3].start_ns >= opened);
+  EXPECT(flushed[1].end_ns <= flushed[3].start_ns && flushed[3].end_ns <= flushed[5].start_ns);  // stream order
+  flushRecords();
+  EXPECT(flushed.empty());  // a flush hands each record out once
+}
+
+RUNTIME_TEST(activity_tracing_follows_what_was_launched_while_enabled) {
+  EXPECT_OK(fooLaunchKernel(0, 0, &nothing, nullptr));
+  EXPECT_OK(fooDeviceSynchronize(0));
+  EXPECT(fooActivityIsEnabled() == 0);
+  flushRecords();
+  EXPECT(flushed.empty());  // tracing was off
+  EXPECT_OK(fooActivityEnable(1));
+  Gate gate;
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &Gate::wait, &gate, fooActivityKindKernel, "launched while enabled"));
+  EXPECT_OK(fooActivityEnable(0));
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &nothing, nullptr, fooActivityKindKernel, "launched after"));
+  gate.open.set_value();
+  EXPECT_OK(fooDeviceSynchronize(0));
+  flushRecords();
+  EXPECT(flushed.size() == 2 && flushed_names[1] == "launched while enabled");
+  // Enabling again starts a new trace: work of the old one that completes later belongs to none.
+  Gate second;
+  EXPECT_OK(fooActivityEnable(1));
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &Gate::wait, &second, fooActivityKindKernel, "old trace"));
+  EXPECT_OK(fooActivityEnable(1));
+  second.open.set_value();
+  EXPECT_OK(fooDeviceSynchronize(0));
+  flushRecords();
+  EXPECT(flushed.empty());
+  EXPECT(fooLaunchKernelEx(0, 0, &nothing, nullptr, fooActivityKindRuntime, "x") == fooErrorInvalidValue);
+}
+
+RUNTIME_TEST(a_synchronous_run_waits_for_the_stream_and_runs_on_the_caller) {
+  EXPECT_OK(fooActivityEnable(1));
+  std::vector<int> order;
+  std::pair<std::vector<int>*, int> first{&order, 1};
+  Gate gate;
+  EXPECT_OK(fooLaunchKernel(0, 0, &Gate::wait, &gate));
+  EXPECT_OK(fooLaunchKernel(0, 0, &append, &first));
+  std::thread opener([&] { gate.open.set_value(); });
+  struct Run {
+    std::vector<int>* order;
+    pid_t thread;
+  } run{&order, 0};
+  EXPECT_OK(fooStreamRunSynchronous(0, 0, [](void* arg) {
+    auto* r = static_cast<Run*>(arg);
+    r->order->push_back(2);
+    r->thread = gettid();
+  }, &run, fooActivityKindMemcpy, "copy to the host"));
+  opener.join();
+  EXPECT((order == std::vector<int>{1, 2}));  // after the stream's work
+  EXPECT(run.thread == gettid());
+  flushRecords();
+  EXPECT(flushed.size() == 6);
+  EXPECT(flushed_names[4] == "fooStreamRunSynchronous" && flushed_names[5] == "copy to the host");
+  EXPECT(flushed[5].kind == fooActivityKindMemcpy && flushed[3].end_ns <= flushed[5].start_ns);
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+"""Profile a few training steps on foo with torch.profiler, as you would on a GPU.
+
+The demo's model (examples/train.py: an MLP with dropout on 8x8 digits) trains for a few steps under
+torch.profiler with foo's device timeline (ProfilerActivity.PrivateUse1): the table shows, per operator,
+its time on the host and the time its kernels took on the device; the trace shows the kernels and copies
+on one row per foo stream, each joined by an arrow to the launch that queued it.
+
+Run:  python examples/profile_training.py [--out DIR]
+(Not examples/profile.py: a file of that name would stand in for the standard library's `profile`, which
+torch imports, in every program of this folder.)
+Open: DIR/trace.json in https://ui.perfetto.dev or chrome://tracing (both load local files).
+"""
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+import foo_backend  # noqa: F401  (registers the "foo" device; plain `import torch` does too, via autoload)
+
+STEPS, BATCH_SIZE = 6, 64
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="profile", help="folder for trace.json (default: ./profile)")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    torch.foo.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 10)).foo()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    torch.manual_seed(0)
+    batches = [(torch.rand(BATCH_SIZE, 64), torch.randint(0, 10, (BATCH_SIZE,))) for _ in range(STEPS)]
+
+    # Skip the first step (foo learns each operator's signature on its first call, synchronously), warm
+    # up on the second, record the next three: as for CUDA.
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                 schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
+        for x, y in batches:
+            with record_function("train_step"):
+                x, y = x.to("foo", non_blocking=True), y.to("foo", non_blocking=True)
+                loss = F.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            torch.foo.synchronize()
+            prof.step()
+
+    print(prof.key_averages().table(sort_by="device_time_total", row_limit=15))
+    trace = os.path.join(args.out, "trace.json")
+    prof.export_chrome_trace(trace)
+    print(f"trace: {trace}  (open it in https://ui.perfetto.dev or chrome://tracing)")
+
+
+if __name__ == "__main__":
+    main()
