@@ -4,15 +4,17 @@ The statistics come from foo's caching allocator (a ``c10::DeviceAllocator``), t
 ``torch.accelerator.memory_*`` reports.
 """
 import collections
-from typing import Any
+import pickle
+import sys
+from typing import Any, Optional
 
 import torch
 
-from ._utils import _C, _get_device_index, is_initialized
+from ._utils import _C, _get_device_index, _lazy_init, is_initialized
 
 __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
-    "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
+    "memory_reserved", "memory_snapshot", "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
     "set_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
 ]
@@ -49,6 +51,64 @@ def memory_stats(device: Any = None) -> dict[str, Any]:
     if not is_initialized():
         return collections.OrderedDict()
     return _flatten(torch._C._accelerator_getDeviceStats(index))
+
+
+def _format_bytes(value: int, scale_of: int) -> str:
+    """``value`` in the unit that suits ``scale_of`` (its row's first column), as CUDA's summary prints."""
+    unit = "B  "
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if scale_of < 768 * 1024:
+            break
+        unit, value, scale_of = bigger, value // 1024, scale_of / 1024
+    return f"{value:6d} {unit}"
+
+
+def _format_count(value: int, scale_of: int) -> str:
+    unit = " "
+    for bigger in ("K", "M"):
+        if scale_of < 750 * 1000:
+            break
+        unit, value, scale_of = bigger, value // 1000, scale_of / 1000
+    return f"{value:7d} {unit} "
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A human-readable table of the caching allocator's statistics for a foo device (default: the
+    current one), laid out as ``torch.cuda.memory_summary``: current, peak, total allocated and total
+    freed of each metric, for all memory and (unless ``abbreviated``) the large and small pools."""
+    index = _get_device_index(device, optional=True)
+    stats = collections.defaultdict(int, memory_stats(index))
+    index = torch.foo.current_device() if index is None or index < 0 else index
+    columns = ("current", "peak", "allocated", "freed")
+    rows = [
+        ("allocated_bytes", "Allocated memory", _format_bytes),
+        ("active_bytes", "Active memory", _format_bytes),
+        ("requested_bytes", "Requested memory", _format_bytes),
+        ("reserved_bytes", "foo reserved memory", _format_bytes),
+        ("inactive_split_bytes", "Non-releasable memory", _format_bytes),
+        ("allocation", "Allocations", _format_count),
+        ("active", "Active allocs", _format_count),
+        ("segment", "foo reserved segments", _format_count),
+        ("inactive_split", "Non-releasable allocs", _format_count),
+    ]
+    rule, double_rule = "-" * 75, "=" * 75
+    lines = [double_rule, f" {'':16} PyTorch foo memory summary, device ID {index:<18d} ", rule,
+             f"  {'':9} foo OOMs: {stats['num_ooms']:<13d} | {'':6} fooMalloc retries: {stats['num_alloc_retries']:<9d}  ",
+             double_rule, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
+    for key, name, formatter in rows:
+        lines.append(rule)
+        pools = [("all", name)] + ([] if abbreviated else [("large_pool", "      from large pool"),
+                                                          ("small_pool", "      from small pool")])
+        scale = [stats[f"{key}.all.{column}"] for column in columns]  # each column's unit follows "all"
+        for pool, label in pools:
+            cells = " | ".join(formatter(stats[f"{key}.{pool}.{column}"], s) for column, s in zip(columns, scale))
+            lines.append(f" {label:<21} | {cells} ")
+    for key, name in (("oversize_allocations", "Oversize allocations"), ("oversize_segments", "Oversize foo segments")):
+        lines.append(rule)
+        cells = " | ".join(_format_count(stats[f"{key}.{column}"], stats[f"{key}.{column}"]) for column in columns)
+        lines.append(f" {name:<21} | {cells} ")
+    lines.append(double_rule)
+    return "|" + "|\n|".join(lines) + "|\n"
 
 
 def _stat(device: Any, key: str) -> int:
@@ -127,3 +187,49 @@ def reset_accumulated_host_memory_stats() -> None:
 def reset_peak_host_memory_stats() -> None:
     """Reset the "peak" statistics of the pinned host allocator to their current values."""
     _C._reset_peak_host_memory_stats()
+
+
+def _record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all", stacks: str = "all",
+                           max_entries: int = sys.maxsize, device: Any = None, clear_history: bool = False) -> None:
+    """Record what allocates foo memory, as ``torch.cuda.memory._record_memory_history``, for
+    :func:`_snapshot` and PyTorch's memory visualiser.
+
+    Args:
+        enabled: ``None`` stops recording (what was recorded stays, for a snapshot); ``"state"`` keeps the
+            stack of each live allocation; ``"all"`` also keeps a history of every allocator action (alloc,
+            free_requested, free_completed, segment_alloc, segment_free, oom, snapshot).
+        context: which stacks to keep: ``None``, ``"state"`` (live allocations'), ``"alloc"`` (also in the
+            history's allocations), ``"all"`` (also its frees).
+        stacks: ``"python"`` (Python and TorchScript frames) or ``"all"`` (also C++ frames).
+        max_entries: the history keeps the last ``max_entries`` actions of each device.
+        device: ignored, as by CUDA's: every device records.
+        clear_history: forget the history recorded so far.
+    """
+    _lazy_init()
+    _C._record_memory_history(enabled, context, stacks, max_entries, clear_history)
+
+
+def _snapshot(device: Any = None) -> dict[str, Any]:
+    """The state of foo's caching allocator, in the format of ``torch.cuda.memory._snapshot()``:
+    ``{"segments": [...], "device_traces": [[...] per device]}``. A segment (one device allocation) lists its
+    blocks with their state (``active_allocated``, ``active_pending_free``, ``inactive``) and, when
+    :func:`_record_memory_history` records stacks, the frames that allocated them; ``device_traces``
+    holds each device's recorded history (``time_us``: microseconds since the epoch).
+
+    Render it with PyTorch's visualiser: ``torch.cuda._memory_viz.segment_plot(snapshot)`` or
+    ``trace_plot(snapshot)`` write an HTML page; ``_dump_snapshot`` writes the pickle its web viewer opens.
+    """
+    _lazy_init()
+    return _C._memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickle :func:`_snapshot` to ``filename``, the file PyTorch's memory viewer opens."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """The segments of every foo device's caching allocator (``_snapshot()["segments"]``), as
+    ``torch.cuda.memory_snapshot``."""
+    return _snapshot()["segments"]

@@ -4,6 +4,7 @@ Each runs in a fresh interpreter, as a user runs it. custom_op.py compiles a C++
 load_inline on its first run (about 20-40 s); later runs reuse the build in the temp directory."""
 import json
 import os
+import pickle
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
@@ -95,6 +96,12 @@ def test_profile_example(subprocesses):
     assert len(steps) == 3  # the schedule's active steps
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert kernels and all(e["pid"] == 0 and e["args"]["device"] == 0 for e in kernels)
+    with open(os.path.join(work, "profile", "memory.pickle"), "rb") as f:
+        history = pickle.load(f)["device_traces"][0]
+    assert {"alloc", "free_requested", "free_completed"} <= {e["action"] for e in history}
+    with open(os.path.join(work, "profile", "memory.html")) as f:
+        assert "snapshot.pickle" in f.read()  # the page PyTorch's memory viewer draws
+    assert "PyTorch foo memory summary" in out
 
 
 def test_ddp_example_one_node(subprocesses):

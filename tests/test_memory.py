@@ -115,6 +115,21 @@ SCRIPTS = {
         """,
         {"FOO_DEVICE_MEMORY_MB": 64, "FOO_DEVICE_COUNT": 3},
     ),
+    # The history of an out-of-memory error, with 64 MiB of device memory.
+    "oom_history": (
+        """
+        import torch
+        torch.foo.memory._record_memory_history(stacks="python")
+        try:
+            torch.empty(100 * 2**20, dtype=torch.uint8, device="foo")
+        except torch.OutOfMemoryError as e:
+            print("message", str(e).replace(chr(10), " "))
+        oom = [e for e in torch.foo.memory._snapshot()["device_traces"][0] if e["action"] == "oom"]
+        free, total = torch.foo.mem_get_info(0)
+        print("oom", len(oom), oom[0]["size"] == 100 * 2**20, oom[0]["device_free"] == free)
+        """,
+        {"FOO_DEVICE_MEMORY_MB": 64},
+    ),
 }
 
 
@@ -143,6 +158,12 @@ def test_oom_raises_and_allocator_stays_usable(subprocesses):
     assert out["num_ooms"] == "1"
     assert out["allocated_unchanged"] == "True"
     assert out["usable"] == "3000.0 1000.0"
+
+
+def test_oom_is_in_the_memory_history_and_its_message_points_at_the_tools(subprocesses):
+    out = labelled(subprocesses.check("oom_history"))
+    assert out["oom"] == "1 True True"
+    assert "torch.foo.memory_summary()" in out["message"] and "_record_memory_history" in out["message"]
 
 
 def test_oom_inside_an_operator(subprocesses):
@@ -456,3 +477,172 @@ def test_accelerator_reset_and_empty_cache():
     assert torch.foo.memory_reserved() <= reserved - 12 * MiB
     torch.accelerator.reset_peak_memory_stats()
     assert torch.foo.max_memory_allocated() == torch.foo.memory_allocated()
+
+
+def _summary_row(summary, label):
+    """The cells of the row named `label` (Cur Usage, Peak Usage, Tot Alloc, Tot Freed)."""
+    row = next(line for line in summary.splitlines() if line.startswith(f"| {label:<21} |"))
+    return [cell.strip() for cell in row.strip("|").split("|")[1:]]
+
+
+def test_memory_summary_is_cudas_table_of_foos_statistics():
+    torch.foo.empty_cache()
+    torch.foo.reset_peak_memory_stats()
+    before = torch.foo.memory_stats()
+    x = torch.empty(1024 * 1024, device="foo")  # 4 MiB, from the large pool
+    summary = torch.foo.memory_summary()
+    stats = torch.foo.memory_stats()
+    lines = summary.splitlines()
+    assert all(len(line) == 77 and line[0] == line[-1] == "|" for line in lines)
+    assert "PyTorch foo memory summary, device ID 0" in lines[1]
+    assert f"foo OOMs: {stats['num_ooms']} " in lines[3] and "fooMalloc retries:" in lines[3]
+    current = stats["allocated_bytes.large_pool.current"]
+    assert current - before.get("allocated_bytes.large_pool.current", 0) == 4 * 1024 * 1024
+    cells = _summary_row(summary, "      from large pool")  # the first pool row: allocated memory's
+    unit = 1024 ** 2 if stats["allocated_bytes.all.current"] >= 768 * 1024 ** 2 else 1024
+    assert cells[0] == f"{current // unit} {'MiB' if unit > 1024 else 'KiB'}"
+    assert _summary_row(summary, "Allocations")[0] == str(stats["allocation.all.current"])
+    assert _summary_row(summary, "foo reserved segments")[0] == str(stats["segment.all.current"])
+    del x
+
+
+def test_memory_summary_device_and_abbreviated():
+    torch.ones(4, device="foo:1")
+    summary = torch.foo.memory_summary(torch.device("foo:1"), abbreviated=True)
+    assert "device ID 1" in summary.splitlines()[1]
+    assert "from large pool" not in summary and "Allocated memory" in summary
+    assert torch.foo.memory_summary(1) == torch.foo.memory_summary("foo:1")
+    with pytest.raises((RuntimeError, ValueError), match="foo"):
+        torch.foo.memory_summary("foo:9")
+
+
+# ---- memory history and snapshots, as torch.cuda.memory's -----------------------------------------------
+
+@pytest.fixture
+def history():
+    """Records memory history for one test, then stops and forgets it."""
+    torch.foo.memory._record_memory_history(clear_history=True)
+    yield
+    torch.foo.memory._record_memory_history(None, clear_history=True)
+
+
+def allocate_here(nbytes, device="foo"):
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
+def python_frames(frames):
+    return [(f["name"], f["filename"]) for f in frames if f["filename"].endswith(".py")]
+
+
+def test_snapshot_segments_account_for_the_allocators_statistics():
+    keep = [torch.ones(1000, device="foo"), torch.empty(3 * MiB, dtype=torch.uint8, device="foo"),
+            torch.ones(10, device="foo:1")]
+    gc.collect()
+    segments = torch.foo.memory_snapshot()
+    for device in (0, 1):
+        stats = torch.foo.memory_stats(device)
+        own = [s for s in segments if s["device"] == device]
+        assert sum(s["total_size"] for s in own) == stats["reserved_bytes.all.current"]
+        assert sum(s["allocated_size"] for s in own) == stats["allocated_bytes.all.current"]
+        assert len(own) == stats["segment.all.current"]
+        blocks = [b for s in own for b in s["blocks"]]
+        assert sum(b["state"] == "active_allocated" for b in blocks) == stats["allocation.all.current"]
+        for s in own:
+            assert sum(b["size"] for b in s["blocks"]) == s["total_size"]
+            assert s["blocks"][0]["address"] == s["address"]  # blocks tile their segment in address order
+            for b, after in zip(s["blocks"], s["blocks"][1:]):
+                assert b["address"] + b["size"] == after["address"]
+            assert s["segment_type"] == ("large" if s["total_size"] > MiB * 2 else "small")
+    addresses = {b["address"] for s in segments for b in s["blocks"] if b["state"] == "active_allocated"}
+    assert all(t.untyped_storage().data_ptr() in addresses for t in keep)
+
+
+def test_memory_history_records_actions_with_the_stacks_that_caused_them(history):
+    x = allocate_here(5 * MiB)
+    address = x.untyped_storage().data_ptr()
+    snapshot = torch.foo.memory._snapshot()
+    block = next(b for s in snapshot["segments"] for b in s["blocks"] if b["address"] == address)
+    assert block["state"] == "active_allocated" and block["requested_size"] == 5 * MiB
+    assert ("allocate_here", __file__) in python_frames(block["frames"])
+    assert any("::" in f["name"] for f in block["frames"])  # stacks="all": C++ frames too
+    del x
+    trace = torch.foo.memory._snapshot()["device_traces"][0]
+    actions = [(e["action"], e["addr"], e["size"]) for e in trace if e.get("addr") == address]
+    assert actions[-3:] == [("alloc", address, 5 * MiB), ("free_requested", address, 5 * MiB),
+                            ("free_completed", address, 5 * MiB)]
+    alloc = next(e for e in reversed(trace) if e["action"] == "alloc" and e["addr"] == address)
+    assert ("allocate_here", __file__) in python_frames(alloc["frames"])
+    assert trace[-1]["action"] == "snapshot" and [e["time_us"] for e in trace] == sorted(e["time_us"] for e in trace)
+    assert all(e["stream"] == 0 for e in trace)
+
+
+def test_memory_history_options():
+    try:
+        torch.foo.memory._record_memory_history("state", stacks="python", clear_history=True)
+        x = allocate_here(1000)
+        snapshot = torch.foo.memory._snapshot()
+        assert all(trace == [] for trace in snapshot["device_traces"])  # "state": no history
+        block = next(b for s in snapshot["segments"] for b in s["blocks"]
+                     if b["address"] == x.untyped_storage().data_ptr())
+        assert python_frames(block["frames"]) and all(f["filename"].endswith(".py") or "<" in f["filename"]
+                                                      for f in block["frames"])  # Python frames only
+        torch.foo.memory._record_memory_history("all", context=None, max_entries=3, clear_history=True)
+        for _ in range(5):
+            allocate_here(1000)
+        trace = torch.foo.memory._snapshot()["device_traces"][0]
+        assert len(trace) == 3 and trace[-1]["action"] == "snapshot"  # the newest 3 of 11 actions
+        assert all(e["frames"] == [] for e in trace)
+        torch.foo.memory._record_memory_history(None)  # stops; what was recorded stays
+        allocate_here(1000)
+        assert len(torch.foo.memory._snapshot()["device_traces"][0]) == 3
+        with pytest.raises(RuntimeError, match="foo: _record_memory_history: context must be"):
+            torch.foo.memory._record_memory_history(context="everything")
+    finally:
+        torch.foo.memory._record_memory_history(None, clear_history=True)
+
+
+def test_snapshot_shows_a_free_still_pending_on_another_stream(history):
+    side = torch.foo.Stream()
+    x = torch.ones(1000, device="foo")
+    x + 1  # learn the signature: the next call is queued, not run at once
+    with torch.foo._hold_stream(side):
+        with torch.foo.stream(side):
+            x + 1
+        x.record_stream(side)
+        address = x.untyped_storage().data_ptr()
+        del x
+        states = {b["address"]: b["state"] for s in torch.foo.memory_snapshot() for b in s["blocks"]}
+        assert states[address] == "active_pending_free"
+    torch.foo.synchronize()
+    torch.ones(1, device="foo")  # the allocator notices the side stream is done
+    states = {b["address"]: b["state"] for s in torch.foo.memory_snapshot() for b in s["blocks"]}
+    assert states[address] == "inactive"
+    actions = [e["action"] for e in torch.foo.memory._snapshot()["device_traces"][0] if e.get("addr") == address]
+    assert actions[-2:] == ["free_requested", "free_completed"]
+
+
+def test_pytorchs_memory_visualiser_renders_foo_snapshots(history, tmp_path):
+    import base64
+    import pickle
+
+    from torch.cuda import _memory_viz
+
+    x = allocate_here(3 * MiB)
+    y = allocate_here(100)
+    del y
+    path = tmp_path / "snapshot.pickle"
+    torch.foo.memory._dump_snapshot(str(path))
+    with open(path, "rb") as f:
+        snapshot = pickle.load(f)
+    # The text summaries account for every byte (they assert it themselves).
+    summary = _memory_viz.segsum(snapshot)
+    reserved = sum(s["total_size"] for s in snapshot["segments"])
+    assert f"segments: {len(snapshot['segments'])}" in summary and "total_reserved" in summary
+    assert reserved == torch.foo.memory_reserved(0) + torch.foo.memory_reserved(1)
+    assert "Device 0" in _memory_viz.trace(snapshot)
+    # The HTML pages embed the snapshot (pickled, base64) for the viewer's JavaScript.
+    marker = '[{"name": "snapshot.pickle", "base64": "'
+    for page in (_memory_viz.trace_plot(snapshot), _memory_viz.segment_plot(snapshot)):
+        encoded = page[page.index(marker) + len(marker):].split('"', 1)[0]
+        assert pickle.loads(base64.b64decode(encoded)) == snapshot
+    del x

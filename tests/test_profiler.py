@@ -166,6 +166,22 @@ def test_compiled_kernels_are_on_the_timeline_under_their_names():
     assert any(e.name.startswith("cpp_fused") for e in device_events(prof))
 
 
+def test_profile_memory_records_foo_allocations():
+    """profile_memory=True: each operator's foo allocations, as the profiler shows CUDA's."""
+    x = torch.randn(256, 256, device="foo")
+    with profile(activities=DEVICE_ACTIVITIES, profile_memory=True) as prof:
+        y = x @ x
+        del y
+        torch.foo.synchronize()
+    mm = averages(prof)["aten::mm"]
+    assert mm.self_device_memory_usage == 256 * 256 * 4 and mm.cpu_memory_usage == 0
+    header = prof.key_averages().table().splitlines()[1]
+    assert "FOO Mem" in header and "Self FOO Mem" in header
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    assert {e.device_type() for e in events} == {DeviceType.PrivateUse1}
+    assert sum(e.nbytes() for e in events) == 0  # the block was freed again
+
+
 def test_profiling_stops_recording_device_work():
     x = torch.ones(8, device="foo")
     with profile(activities=DEVICE_ACTIVITIES):

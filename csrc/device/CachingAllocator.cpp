@@ -4,6 +4,8 @@
 #include <c10/util/flat_hash_map.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <array>
 #include <deque>
 #include <cstring>
@@ -17,7 +19,10 @@
 namespace foo {
 namespace {
 
+using c10::CachingDeviceAllocator::CreateContextFn;
 using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::RecordContext;
+using c10::CachingDeviceAllocator::TraceEntry;
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
 
@@ -42,6 +47,7 @@ struct Block {
   Block* next = nullptr;
   std::vector<fooStream_t> stream_uses;
   int pending_events = 0;
+  std::shared_ptr<c10::GatheredContext> context;  // the stack that allocated it, when history records stacks
   bool isSplit() const { return prev != nullptr || next != nullptr; }
 };
 
@@ -60,6 +66,25 @@ size_t segmentSize(size_t size) {
   return (size + kLargeRounding - 1) / kLargeRounding * kLargeRounding;
 }
 
+// What _record_memory_history asked for, the same on every device. Read without a lock: a stack is gathered
+// before the allocator's lock is taken (gathering Python frames takes the GIL, which the caller may hold).
+std::atomic<int> g_record_when{static_cast<int>(RecordContext::NEVER)};
+std::atomic<CreateContextFn> g_context_recorder{nullptr};
+std::atomic<bool> g_record_trace{false};
+
+std::shared_ptr<c10::GatheredContext> gatherContext(RecordContext needed) {
+  if (g_record_when.load(std::memory_order_relaxed) < static_cast<int>(needed)) return nullptr;
+  const CreateContextFn recorder = g_context_recorder.load(std::memory_order_relaxed);
+  return recorder != nullptr ? recorder() : nullptr;
+}
+
+bool recording(RecordContext level) { return g_record_when.load(std::memory_order_relaxed) >= static_cast<int>(level); }
+
+int64_t wallClockMicroseconds() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string mib(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
@@ -71,13 +96,14 @@ class DeviceCache {
   explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
 
   Block* malloc(size_t requested, fooStream_t stream) {
+    std::shared_ptr<c10::GatheredContext> context = gatherContext(RecordContext::STATE);
     std::unique_lock<std::mutex> lock(mutex_);
     processEvents();
     const size_t size = roundSize(requested);
     const bool small = size <= kSmallSize;
     Pool& pool = small ? small_pool_ : large_pool_;
     Block* block = takeCached(pool, size, small, stream);
-    if (block == nullptr) block = newSegment(size, small, stream);
+    if (block == nullptr) block = newSegment(size, small, stream, context);
     if (block == nullptr && !onStreamWorker()) {
       // Give cached segments back to the device and retry once, as CUDA's allocator does. Queued work
       // may still use them, so the device finishes it first (without the lock: that work may allocate).
@@ -88,9 +114,9 @@ class DeviceCache {
       processEvents();
       releaseCachedSegments();
       block = takeCached(pool, size, small, stream);
-      if (block == nullptr) block = newSegment(size, small, stream);
+      if (block == nullptr) block = newSegment(size, small, stream, context);
     }
-    if (block == nullptr) raiseOutOfMemory(requested);
+    if (block == nullptr) raiseOutOfMemory(requested, stream);
     const size_t remaining = block->size - size;
     if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
       Block* rest = newBlock(remaining, block->ptr + size, small, stream);
@@ -105,16 +131,20 @@ class DeviceCache {
     }
     block->allocated = true;
     block->requested = requested;
+    block->context = context;
+    record(TraceEntry::ALLOC, block->ptr, requested, stream, recording(RecordContext::ALLOC) ? context : nullptr);
     active_.emplace(block->ptr, block);
     updateStat(stats_.allocation, small, 1);
     updateStat(stats_.allocated_bytes, small, static_cast<int64_t>(block->size));
     updateStat(stats_.active, small, 1);
     updateStat(stats_.active_bytes, small, static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, small, static_cast<int64_t>(requested));
+    reportToProfiler(block->ptr, static_cast<int64_t>(block->size));
     return block;
   }
 
   void free(void* ptr) {
+    std::shared_ptr<c10::GatheredContext> context = gatherContext(RecordContext::ALL);
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = active_.find(ptr);
     TORCH_INTERNAL_ASSERT(found != active_.end(), "foo allocator: freeing an unknown pointer");
@@ -126,7 +156,10 @@ class DeviceCache {
     updateStat(stats_.active, small, -1);
     updateStat(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
+    reportToProfiler(block->ptr, -static_cast<int64_t>(block->size));
     block->allocated = false;
+    block->context.reset();
+    record(TraceEntry::FREE_REQUESTED, block->ptr, block->requested, block->stream, context);
     // A deleter must not throw: a marker that cannot be recorded (a forked child) just delays nothing.
     for (fooStream_t used_on : block->stream_uses) {
       fooEvent_t event = nullptr;
@@ -139,7 +172,7 @@ class DeviceCache {
       block->pending_events += 1;
     }
     block->stream_uses.clear();
-    if (block->pending_events == 0) cacheBlock(block);
+    if (block->pending_events == 0) completeFree(block, std::move(context));
   }
 
   void recordStream(void* ptr, fooStream_t stream) {
@@ -163,7 +196,27 @@ class DeviceCache {
       fooEventDestroy(event);
       Block* done = block;
       pending_.pop_front();
-      if (--done->pending_events == 0) cacheBlock(done);
+      if (--done->pending_events == 0) completeFree(done, nullptr);
+    }
+  }
+
+  // A freed block no other stream still uses goes back to the cache.
+  void completeFree(Block* block, std::shared_ptr<c10::GatheredContext> context) {
+    record(TraceEntry::FREE_COMPLETED, block->ptr, block->requested, block->stream, std::move(context));
+    cacheBlock(block);
+  }
+
+  // One action in this device's history (a ring buffer of the last max_entries_), when it is kept.
+  void record(TraceEntry::Action action, const void* addr, size_t size, fooStream_t stream,
+              std::shared_ptr<c10::GatheredContext> context) {
+    if (!g_record_trace.load(std::memory_order_relaxed) || max_entries_ == 0) return;
+    TraceEntry entry(action, device_, reinterpret_cast<size_t>(addr), size, reinterpret_cast<void*>(stream), {0, 0},
+                     wallClockMicroseconds(), std::move(context));
+    if (trace_.size() < max_entries_) {
+      trace_.push_back(std::move(entry));
+    } else {
+      trace_[trace_next_] = std::move(entry);
+      trace_next_ = (trace_next_ + 1) % max_entries_;
     }
   }
 
@@ -232,6 +285,55 @@ class DeviceCache {
     limit_ = limit;
   }
 
+  void setHistory(size_t max_entries, bool clear) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (clear || max_entries != max_entries_) {
+      // Keeps the newest entries, oldest first, within the new limit.
+      std::vector<TraceEntry> kept = orderedTrace();
+      if (clear) kept.clear();
+      if (kept.size() > max_entries) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(max_entries));
+      trace_ = std::move(kept);
+      trace_next_ = 0;
+    }
+    max_entries_ = max_entries;
+  }
+
+  // This device's segments (a segment is a chain of blocks from one fooMalloc) and its history.
+  void snapshot(CachingAllocator::Snapshot& out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    record(TraceEntry::SNAPSHOT, nullptr, 0, 0, nullptr);
+    std::set<Block*> blocks;
+    for (const auto& [ptr, block] : active_) blocks.insert(block);
+    for (const auto& [event, block] : pending_) blocks.insert(block);
+    for (const Pool* pool : {&small_pool_, &large_pool_}) blocks.insert(pool->begin(), pool->end());
+    std::vector<Block*> heads;
+    for (Block* block : blocks)
+      if (block->prev == nullptr) heads.push_back(block);
+    std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
+    for (Block* head : heads) {
+      c10::CachingDeviceAllocator::SegmentInfo segment;
+      segment.device = device_;
+      segment.address = reinterpret_cast<size_t>(head->ptr);
+      segment.stream = reinterpret_cast<void*>(head->stream);
+      segment.is_large = !head->small;
+      for (Block* block = head; block != nullptr; block = block->next) {
+        c10::CachingDeviceAllocator::BlockInfo info;
+        info.size = block->size;
+        info.allocated = block->allocated;
+        info.active = block->allocated || block->pending_events > 0;
+        info.requested_size = info.active ? block->requested : 0;
+        info.context_when_allocated = block->context;
+        segment.total_size += block->size;
+        if (info.allocated) segment.allocated_size += block->size;
+        if (info.active) segment.active_size += block->size;
+        segment.requested_size += info.requested_size;
+        segment.blocks.push_back(std::move(info));
+      }
+      out.segments.push_back(std::move(segment));
+    }
+    out.device_traces.push_back(orderedTrace());
+  }
+
  private:
   // Splitting and merging happen on every small allocation; recycling Block objects and the pools'
   // tree nodes keeps the steady state free of heap traffic.
@@ -274,8 +376,14 @@ class DeviceCache {
     return block;
   }
 
+  std::vector<TraceEntry> orderedTrace() const {
+    std::vector<TraceEntry> ordered(trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_), trace_.end());
+    ordered.insert(ordered.end(), trace_.begin(), trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_));
+    return ordered;
+  }
+
   // A fresh segment from the device, or nullptr when the device (or the memory limit) has no room.
-  Block* newSegment(size_t size, bool small, fooStream_t stream) {
+  Block* newSegment(size_t size, bool small, fooStream_t stream, const std::shared_ptr<c10::GatheredContext>& context) {
     const size_t bytes = segmentSize(size);
     void* ptr = nullptr;
     const fooError_t error = reserved() + bytes <= limit_ ? fooMalloc(device_, &ptr, bytes) : fooErrorMemoryAllocation;
@@ -284,22 +392,27 @@ class DeviceCache {
     stats_.num_device_alloc += 1;
     updateStat(stats_.segment, small, 1);
     updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
+    record(TraceEntry::SEGMENT_ALLOC, ptr, bytes, stream, recording(RecordContext::ALLOC) ? context : nullptr);
     return newBlock(bytes, static_cast<char*>(ptr), small, stream);
   }
 
-  [[noreturn]] void raiseOutOfMemory(size_t requested) {
+  [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream) {
     stats_.num_ooms += 1;
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     fooMemGetInfo(device_, &free_bytes, &total_bytes);
+    record(TraceEntry::OOM, reinterpret_cast<void*>(free_bytes), requested, stream, nullptr);
     const size_t allocated = static_cast<size_t>(stats_.allocated_bytes[0].current);
     std::string limit_note;
     if (limit_ < total_bytes) limit_note = " The process is limited to " + mib(limit_) + " by set_per_process_memory_fraction.";
+    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(requested), allocated, reserved(), fooDevice(device_));
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "foo out of memory. Tried to allocate ", mib(requested), ". foo:", static_cast<int>(device_),
         " has a total capacity of ", mib(total_bytes), " of which ", mib(free_bytes), " is free. Of the allocated memory ",
         mib(allocated), " is allocated by PyTorch, and ", mib(reserved() - allocated),
-        " is reserved by PyTorch but unallocated.", limit_note);
+        " is reserved by PyTorch but unallocated.", limit_note,
+        " torch.foo.memory_summary() shows the allocator's statistics, and torch.foo.memory._record_memory_history()"
+        " with torch.foo.memory._dump_snapshot() what allocated the memory.");
   }
 
   void releaseCachedSegments() {
@@ -311,6 +424,7 @@ class DeviceCache {
           continue;
         }
         fooFree(device_, block->ptr);
+        record(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
         stats_.num_device_free += 1;
         updateStat(stats_.segment, block->small, -1);
         updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
@@ -321,6 +435,12 @@ class DeviceCache {
   }
 
   size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
+
+  // What torch.profiler(profile_memory=True) records of each allocation and free, as CUDA's allocator reports.
+  void reportToProfiler(void* ptr, int64_t delta) const {
+    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(stats_.allocated_bytes[0].current), reserved(),
+                                     fooDevice(device_));
+  }
 
   // Every allocation counts in the aggregate and in its pool's statistics.
   static void updateStat(StatArray& stats, bool small, int64_t delta) {
@@ -353,6 +473,9 @@ class DeviceCache {
   std::deque<std::pair<fooEvent_t, Block*>> pending_;  // freed blocks still used by other streams
   DeviceStats stats_;
   size_t limit_ = std::numeric_limits<size_t>::max();
+  std::vector<TraceEntry> trace_;  // a ring buffer: trace_next_ is the oldest entry once it is full
+  size_t trace_next_ = 0;
+  size_t max_entries_ = 0;
 };
 
 DeviceCache& deviceCache(c10::DeviceIndex device) {
@@ -435,6 +558,28 @@ void CachingAllocator::setMemoryFraction(double fraction, c10::DeviceIndex devic
   checkDeviceIndex(device);
   TORCH_CHECK(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
   deviceCache(device).setLimit(static_cast<size_t>(fraction * static_cast<double>(getMemoryInfo(device).second)));
+}
+
+void CachingAllocator::recordHistory(bool trace, CreateContextFn recorder, RecordContext when, size_t max_entries,
+                                     bool clear) {
+  g_context_recorder.store(recorder, std::memory_order_relaxed);
+  g_record_when.store(static_cast<int>(recorder != nullptr ? when : RecordContext::NEVER), std::memory_order_relaxed);
+  g_record_trace.store(trace, std::memory_order_relaxed);
+  // Turning the history off keeps what it recorded (for a snapshot after it), unless asked to clear.
+  for (int d = 0; d < deviceCount(); ++d) {
+    DeviceCache& cache = deviceCache(static_cast<c10::DeviceIndex>(d));
+    if (trace) {
+      cache.setHistory(max_entries, clear);
+    } else if (clear) {
+      cache.setHistory(0, true);
+    }
+  }
+}
+
+CachingAllocator::Snapshot CachingAllocator::snapshot() {
+  Snapshot out;
+  for (int d = 0; d < deviceCount(); ++d) deviceCache(static_cast<c10::DeviceIndex>(d)).snapshot(out);
+  return out;
 }
 
 CachingAllocator& cachingAllocator() {

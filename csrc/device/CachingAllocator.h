@@ -5,6 +5,8 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 
+#include <vector>
+
 namespace foo {
 
 class CachingAllocator final : public c10::DeviceAllocator {
@@ -26,6 +28,19 @@ class CachingAllocator final : public c10::DeviceAllocator {
   // The owning DataPtr of a block this allocator handed out on `device` (whose owner gave it up).
   c10::DataPtr ownedDataPtr(void* ptr, c10::DeviceIndex device);
   void setMemoryFraction(double fraction, c10::DeviceIndex device);
+
+  // Memory history, as CUDA's allocator keeps it (torch.foo.memory._record_memory_history): `recorder`
+  // gathers the stack of an allocation (and of a free, with RecordContext::ALL) when `when` asks for
+  // it; with `trace`, each device keeps its last `max_entries` actions.
+  void recordHistory(bool trace, c10::CachingDeviceAllocator::CreateContextFn recorder,
+                     c10::CachingDeviceAllocator::RecordContext when, size_t max_entries, bool clear);
+  struct Snapshot {
+    std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;  // of every device
+    std::vector<std::vector<c10::CachingDeviceAllocator::TraceEntry>> device_traces;  // per device, oldest first
+  };
+  // The segments and blocks of every device, and their recorded histories (entry times: microseconds
+  // since the epoch). Records a "snapshot" action.
+  Snapshot snapshot();
 };
 
 CachingAllocator& cachingAllocator();
