@@ -8,6 +8,7 @@ tolerance; in practice bit for bit).
 
 Run:  python examples/train.py             (or: make demo)
       python examples/train.py --compile   (both runs torch.compile'd: Inductor's kernels on foo)
+The two loss curves are drawn in loss_curves.png (--plot PATH to choose the file): open it in any image viewer.
 """
 import argparse
 import copy
@@ -66,9 +67,30 @@ def train(model: nn.Module, device: torch.device) -> tuple[list[float], float]:
     return torch.stack(losses).cpu().tolist(), accuracy
 
 
+def plot_curves(foo_losses: list[float], cpu_losses: list[float], path: str, mode: str) -> None:
+    """Both loss curves in one PNG: foo's drawn over CPU's (they coincide when foo is right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(cpu_losses, label="CPU", linewidth=4, alpha=0.4, color="tab:blue")
+    ax.plot(foo_losses, label="foo", linewidth=1, color="tab:orange")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy loss")
+    ax.set_yscale("log")
+    ax.set_title(f"demo MLP on 8x8 digits ({mode}): foo and CPU, same seed")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Train the demo MLP on foo and on CPU; compare the runs.")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model on both devices")
+    parser.add_argument("--plot", default="loss_curves.png", help="where to draw the loss curves (a PNG)")
     args = parser.parse_args()
     foo = torch.device("foo")
     print(f"device: {torch.foo.get_device_name()} ({torch.foo.device_count()} foo devices), torch {torch.__version__}")
@@ -97,6 +119,8 @@ def main() -> int:
     print(f"foo memory:     {torch.foo.memory_allocated() / 2**20:.2f} MiB allocated, "
           f"{torch.foo.max_memory_allocated() / 2**20:.2f} MiB peak, "
           f"{torch.foo.memory_reserved() / 2**20:.2f} MiB reserved")
+    plot_curves(foo_losses, cpu_losses, args.plot, "compiled" if args.compile else "eager")
+    print(f"plot:           {args.plot}")
     if not torch.allclose(foo_curve, cpu_curve, rtol=1e-5, atol=1e-6):
         print("FAIL: training on foo diverged from the same training on CPU", file=sys.stderr)
         return 1

@@ -233,3 +233,11 @@ def memory_snapshot() -> list[dict[str, Any]]:
     """The segments of every foo device's caching allocator (``_snapshot()["segments"]``), as
     ``torch.cuda.memory_snapshot``."""
     return _snapshot()["segments"]
+
+
+def _set_allocator_settings(env: str) -> None:
+    """Change the allocator's settings at run time, in ``PYTORCH_ALLOC_CONF``'s format (as
+    ``torch.cuda.memory._set_allocator_settings``): ``max_split_size_mb``, ``max_non_split_rounding_mb``,
+    ``roundup_power2_divisions``, ``garbage_collection_threshold``. The settings are PyTorch's, shared by every
+    accelerator; foo's allocator reads them at each allocation."""
+    torch._C._accelerator_setAllocatorSettings(env)

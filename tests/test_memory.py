@@ -115,6 +115,85 @@ SCRIPTS = {
         """,
         {"FOO_DEVICE_MEMORY_MB": 64, "FOO_DEVICE_COUNT": 3},
     ),
+    # PYTORCH_ALLOC_CONF, read through PyTorch's AcceleratorAllocatorConfig.
+    "alloc_conf_split": (
+        """
+        import torch
+        MiB = 2**20
+        x = torch.empty(30 * MiB, dtype=torch.uint8, device="foo")
+        s = torch.foo.memory_stats()
+        print("max_split_size", s["max_split_size"] == 20 * MiB)
+        print("oversize", s["oversize_allocations.current"], s["oversize_segments.current"])
+        del x
+        small = torch.empty(5 * MiB, dtype=torch.uint8, device="foo")
+        print("small_request_new_segment", torch.foo.memory_stats()["segment.all.current"])
+        near = torch.empty(29 * MiB, dtype=torch.uint8, device="foo")
+        print("near_request_reuses", torch.foo.memory_stats()["segment.all.current"])
+        del near
+        print("oversize_after_free", torch.foo.memory_stats()["oversize_allocations.current"])
+        """,
+        {"PYTORCH_ALLOC_CONF": "max_split_size_mb:20"},
+    ),
+    "alloc_conf_default": (
+        """
+        import torch
+        MiB = 2**20
+        x = torch.empty(30 * MiB, dtype=torch.uint8, device="foo")
+        print("oversize", torch.foo.memory_stats()["oversize_allocations.current"])
+        del x
+        small = torch.empty(5 * MiB, dtype=torch.uint8, device="foo")
+        print("small_request_splits", torch.foo.memory_stats()["segment.all.current"])
+        odd = torch.empty(1153434, dtype=torch.uint8, device="foo:1")
+        print("rounded", torch.foo.memory_allocated(1))
+        """,
+        {},
+    ),
+    "alloc_conf_roundup": (
+        """
+        import torch
+        odd = torch.empty(1153434, dtype=torch.uint8, device="foo")  # 1.1 MiB
+        print("rounded", torch.foo.memory_allocated())
+        """,
+        {"PYTORCH_ALLOC_CONF": "roundup_power2_divisions:4"},
+    ),
+    "alloc_conf_gc": (
+        """
+        import os, torch
+        MiB = 2**20
+        torch.foo.set_per_process_memory_fraction(0.5)  # 32 MiB of 64
+        x = torch.empty(12 * MiB, dtype=torch.uint8, device="foo")
+        del x  # its segment stays cached
+        y = torch.empty(14 * MiB, dtype=torch.uint8, device="foo")  # a new segment
+        s = torch.foo.memory_stats()
+        print("reserved", s["reserved_bytes.all.current"] // MiB, "released", s["num_device_free"])
+        """,
+        {"PYTORCH_ALLOC_CONF": "garbage_collection_threshold:0.5", "FOO_DEVICE_MEMORY_MB": 64},
+    ),
+    "alloc_conf_no_gc": (
+        """
+        import torch
+        MiB = 2**20
+        torch.foo.set_per_process_memory_fraction(0.5)
+        x = torch.empty(12 * MiB, dtype=torch.uint8, device="foo")
+        del x
+        y = torch.empty(14 * MiB, dtype=torch.uint8, device="foo")
+        s = torch.foo.memory_stats()
+        print("reserved", s["reserved_bytes.all.current"] // MiB, "released", s["num_device_free"])
+        """,
+        {"FOO_DEVICE_MEMORY_MB": 64},
+    ),
+    "alloc_conf_expandable": (
+        """
+        import warnings, torch
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.ones(3, device="foo")
+            torch.ones(300, device="foo")
+        print("warnings", [str(w.message).split(";")[0] for w in caught])
+        print("works", torch.ones(3, device="foo").sum().item())
+        """,
+        {"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
+    ),
     # The history of an out-of-memory error, with 64 MiB of device memory.
     "oom_history": (
         """
@@ -164,6 +243,51 @@ def test_oom_is_in_the_memory_history_and_its_message_points_at_the_tools(subpro
     out = labelled(subprocesses.check("oom_history"))
     assert out["oom"] == "1 True True"
     assert "torch.foo.memory_summary()" in out["message"] and "_record_memory_history" in out["message"]
+
+
+def test_alloc_conf_max_split_size(subprocesses):
+    """max_split_size_mb: blocks of that size or more are never split, and serve only requests of nearly
+    their size (max_non_split_rounding_mb, 20 MiB by default); the oversize statistics count them."""
+    out = labelled(subprocesses.check("alloc_conf_split"))
+    assert out["max_split_size"] == "True"
+    assert out["oversize"] == "1 1"
+    assert out["small_request_new_segment"] == "2"  # the cached 30 MiB block is not split for 5 MiB
+    assert out["near_request_reuses"] == "2"  # 29 MiB takes it whole
+    assert out["oversize_after_free"] == "0"
+    default = labelled(subprocesses.check("alloc_conf_default"))
+    assert default["oversize"] == "0" and default["small_request_splits"] == "1"
+
+
+def test_alloc_conf_roundup_power2_divisions(subprocesses):
+    # 1.1 MiB lies between 1 and 2 MiB: 4 divisions round it up to 1.25 MiB; by default to a multiple of 512.
+    assert labelled(subprocesses.check("alloc_conf_roundup"))["rounded"] == str(5 * 2**18)
+    assert labelled(subprocesses.check("alloc_conf_default"))["rounded"] == str((1153434 + 511) // 512 * 512)
+
+
+def test_alloc_conf_garbage_collection_threshold(subprocesses):
+    """Under a memory fraction, a segment that takes reserved memory past the threshold's share of the limit
+    first returns the cached free segments to the device."""
+    assert labelled(subprocesses.check("alloc_conf_gc"))["reserved"] == "14 released 1"
+    assert labelled(subprocesses.check("alloc_conf_no_gc"))["reserved"] == "26 released 0"
+
+
+def test_alloc_conf_expandable_segments_is_refused_with_a_warning(subprocesses):
+    out = labelled(subprocesses.check("alloc_conf_expandable"))
+    assert out["warnings"] == "['foo: expandable_segments is not supported (the foo runtime cannot grow a segment)']"
+    assert out["works"] == "3.0"
+
+
+def test_allocator_settings_change_at_run_time():
+    torch.ones(1, device="foo")
+    try:
+        torch.foo.memory._set_allocator_settings("max_split_size_mb:40")
+        assert torch.foo.memory_stats()["max_split_size"] == 40 * MiB
+        x = torch.empty(45 * MiB, dtype=torch.uint8, device="foo")
+        assert torch.foo.memory_stats()["oversize_allocations.current"] == 1
+        del x
+    finally:
+        torch.foo.memory._set_allocator_settings("")  # PyTorch's defaults again
+    assert torch.foo.memory_stats()["max_split_size"] == -1  # unlimited, as CUDA reports it
 
 
 def test_oom_inside_an_operator(subprocesses):
@@ -222,7 +346,9 @@ def test_memory_stats_keys_and_consistency(device):
     stats = torch.foo.memory_stats(device)
     missing = [k for k in REQUIRED_KEYS if k not in stats]
     assert not missing, missing
-    assert all(isinstance(v, int) and v >= 0 for v in stats.values())
+    assert all(isinstance(v, int) for v in stats.values())
+    assert all(v >= 0 for k, v in stats.items() if k != "max_split_size")
+    assert stats["max_split_size"] == -1  # unlimited (PYTORCH_ALLOC_CONF unset), as CUDA reports it
     assert stats["allocated_bytes.all.current"] == torch.foo.memory_allocated(device)
     assert stats["reserved_bytes.all.current"] == torch.foo.memory_reserved(device)
     assert stats["allocated_bytes.all.peak"] == torch.foo.max_memory_allocated(device)

@@ -84,10 +84,10 @@ def test_device_times_are_when_the_stream_ran_the_work(tmp_path):
                   and e["args"]["correlation"] == add["args"]["correlation"])
     assert launch["name"] == "fooLaunchKernel"
     assert launch["ts"] + launch["dur"] <= hold["ts"] + hold["dur"] <= add["ts"]
-    # The launch call is on the host thread that made it, inside the operator's own event.
+    # The launch call is on the host thread that made it, the operator's (whose events the profiler times
+    # with its own clock: no comparison of times across the two).
     op = next(e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::add")
     assert (launch["pid"], launch["tid"]) == (os.getpid(), threading.get_native_id()) == (op["pid"], op["tid"])
-    assert op["ts"] <= launch["ts"] and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]
     assert add["args"]["External id"] == op["args"]["External id"] == launch["args"]["External id"]
 
 

@@ -1,5 +1,6 @@
 #include "device/CachingAllocator.h"
 
+#include <c10/core/AllocatorConfig.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/flat_hash_map.h>
 
@@ -23,6 +24,7 @@ using c10::CachingDeviceAllocator::CreateContextFn;
 using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingDeviceAllocator::RecordContext;
 using c10::CachingDeviceAllocator::TraceEntry;
+using c10::CachingAllocator::AcceleratorAllocatorConfig;
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
 
@@ -47,6 +49,7 @@ struct Block {
   Block* next = nullptr;
   std::vector<fooStream_t> stream_uses;
   int pending_events = 0;
+  bool counted_oversize = false;  // counted in oversize_allocations (the setting may change while it lives)
   std::shared_ptr<c10::GatheredContext> context;  // the stack that allocated it, when history records stacks
   bool isSplit() const { return prev != nullptr || next != nullptr; }
 };
@@ -58,7 +61,27 @@ struct BlockLess {
   }
 };
 
-size_t roundSize(size_t n) { return n < kMinBlockSize ? kMinBlockSize : (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize; }
+// The settings of PYTORCH_ALLOC_CONF (PyTorch's AcceleratorAllocatorConfig, shared by accelerators; also
+// changed at run time by torch._C._accelerator_setAllocatorSettings): read at each use, as CUDA's allocator does.
+
+// Rounds a request up to a multiple of kMinBlockSize, or, with roundup_power2_divisions, up to the next of
+// that many equal divisions between two powers of two (fewer distinct sizes: less fragmentation).
+size_t roundSize(size_t n) {
+  if (n < kMinBlockSize) return kMinBlockSize;
+  const size_t divisions = AcceleratorAllocatorConfig::roundup_power2_divisions(n);
+  if (divisions > 1 && n > kMinBlockSize * divisions && (n & (n - 1)) != 0) {
+    size_t floor = size_t{1} << (63 - __builtin_clzll(n));  // the power of two below n
+    size_t step = floor >> (63 - __builtin_clzll(divisions));
+    if (step == 0) return floor << 1;
+    const size_t rounded = n & ~(step - 1);
+    return rounded == n ? n : rounded + step;
+  }
+  return (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+// Blocks of max_split_size or more are "oversize": never split, and reused only by requests at most
+// max_non_split_rounding_size smaller.
+bool oversize(size_t size) { return size >= AcceleratorAllocatorConfig::max_split_size(); }
 
 size_t segmentSize(size_t size) {
   if (size <= kSmallSize) return kSmallSegment;
@@ -96,6 +119,10 @@ class DeviceCache {
   explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
 
   Block* malloc(size_t requested, fooStream_t stream) {
+    if (C10_UNLIKELY(AcceleratorAllocatorConfig::use_expandable_segments())) {
+      TORCH_WARN_ONCE("foo: expandable_segments is not supported (the foo runtime cannot grow a segment); "
+                      "the allocator ignores it");
+    }
     std::shared_ptr<c10::GatheredContext> context = gatherContext(RecordContext::STATE);
     std::unique_lock<std::mutex> lock(mutex_);
     processEvents();
@@ -118,7 +145,7 @@ class DeviceCache {
     }
     if (block == nullptr) raiseOutOfMemory(requested, stream);
     const size_t remaining = block->size - size;
-    if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
+    if (small ? remaining >= kMinBlockSize : !oversize(size) && remaining > kSmallSize) {
       Block* rest = newBlock(remaining, block->ptr + size, small, stream);
       rest->prev = block;
       rest->next = block->next;
@@ -139,6 +166,8 @@ class DeviceCache {
     updateStat(stats_.active, small, 1);
     updateStat(stats_.active_bytes, small, static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, small, static_cast<int64_t>(requested));
+    block->counted_oversize = oversize(block->size);
+    if (block->counted_oversize) stats_.oversize_allocations.increase(1);
     reportToProfiler(block->ptr, static_cast<int64_t>(block->size));
     return block;
   }
@@ -156,6 +185,7 @@ class DeviceCache {
     updateStat(stats_.active, small, -1);
     updateStat(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
     updateStat(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
+    if (block->counted_oversize) stats_.oversize_allocations.decrease(1);
     reportToProfiler(block->ptr, -static_cast<int64_t>(block->size));
     block->allocated = false;
     block->context.reset();
@@ -263,7 +293,9 @@ class DeviceCache {
 
   DeviceStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    DeviceStats stats = stats_;
+    stats.max_split_size = static_cast<int64_t>(AcceleratorAllocatorConfig::max_split_size());
+    return stats;
   }
 
   void resetAccumulated() {
@@ -273,11 +305,15 @@ class DeviceCache {
     stats_.num_ooms = 0;
     stats_.num_device_alloc = 0;
     stats_.num_device_free = 0;
+    stats_.oversize_allocations.reset_accumulated();
+    stats_.oversize_segments.reset_accumulated();
   }
 
   void resetPeak() {
     std::lock_guard<std::mutex> lock(mutex_);
     forEachStatArray([](StatArray& a) { for (auto& s : a) s.reset_peak(); });
+    stats_.oversize_allocations.reset_peak();
+    stats_.oversize_segments.reset_peak();
   }
 
   void setLimit(size_t limit) {
@@ -368,6 +404,11 @@ class DeviceCache {
     Block key{size, nullptr, small, stream};
     auto it = pool.lower_bound(&key);
     if (it == pool.end() || (*it)->stream != stream) return nullptr;
+    // An oversize block (which is never split) only serves a request of nearly its size.
+    if (oversize((*it)->size) &&
+        (!oversize(size) || (*it)->size >= size + AcceleratorAllocatorConfig::max_non_split_rounding_size())) {
+      return nullptr;
+    }
     Block* block = takeFromPool(pool, it);
     if (block->isSplit()) {
       updateStat(stats_.inactive_split, small, -1);
@@ -385,6 +426,7 @@ class DeviceCache {
   // A fresh segment from the device, or nullptr when the device (or the memory limit) has no room.
   Block* newSegment(size_t size, bool small, fooStream_t stream, const std::shared_ptr<c10::GatheredContext>& context) {
     const size_t bytes = segmentSize(size);
+    collectGarbage(bytes);
     void* ptr = nullptr;
     const fooError_t error = reserved() + bytes <= limit_ ? fooMalloc(device_, &ptr, bytes) : fooErrorMemoryAllocation;
     if (error == fooErrorMemoryAllocation) return nullptr;
@@ -393,6 +435,7 @@ class DeviceCache {
     updateStat(stats_.segment, small, 1);
     updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
     record(TraceEntry::SEGMENT_ALLOC, ptr, bytes, stream, recording(RecordContext::ALLOC) ? context : nullptr);
+    if (oversize(bytes)) stats_.oversize_segments.increase(1);
     return newBlock(bytes, static_cast<char*>(ptr), small, stream);
   }
 
@@ -425,6 +468,7 @@ class DeviceCache {
         }
         fooFree(device_, block->ptr);
         record(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
+        if (oversize(block->size) && stats_.oversize_segments.current > 0) stats_.oversize_segments.decrease(1);
         stats_.num_device_free += 1;
         updateStat(stats_.segment, block->small, -1);
         updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
@@ -435,6 +479,14 @@ class DeviceCache {
   }
 
   size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
+
+  // garbage_collection_threshold, as CUDA's allocator applies it: under a memory fraction, a new segment that
+  // would take reserved memory past that share of the limit first gives the cached free segments back.
+  void collectGarbage(size_t incoming) {
+    const double threshold = AcceleratorAllocatorConfig::garbage_collection_threshold();
+    if (threshold <= 0.0 || limit_ == std::numeric_limits<size_t>::max()) return;
+    if (static_cast<double>(reserved() + incoming) > threshold * static_cast<double>(limit_)) releaseCachedSegments();
+  }
 
   // What torch.profiler(profile_memory=True) records of each allocation and free, as CUDA's allocator reports.
   void reportToProfiler(void* ptr, int64_t delta) const {
