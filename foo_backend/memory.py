@@ -189,7 +189,7 @@ def reset_peak_host_memory_stats() -> None:
     _C._reset_peak_host_memory_stats()
 
 
-def _record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all", stacks: str = "all",
+def _record_memory_history(enabled: Any = "all", context: Optional[str] = "all", stacks: str = "all",
                            max_entries: int = sys.maxsize, device: Any = None, clear_history: bool = False) -> None:
     """Record what allocates foo memory, as ``torch.cuda.memory._record_memory_history``, for
     :func:`_snapshot` and PyTorch's memory visualiser.
@@ -197,7 +197,8 @@ def _record_memory_history(enabled: Optional[str] = "all", context: Optional[str
     Args:
         enabled: ``None`` stops recording (what was recorded stays, for a snapshot); ``"state"`` keeps the
             stack of each live allocation; ``"all"`` also keeps a history of every allocator action (alloc,
-            free_requested, free_completed, segment_alloc, segment_free, oom, snapshot).
+            free_requested, free_completed, segment_alloc, segment_free, oom, snapshot). ``True`` and
+            ``False`` (CUDA's older form) mean ``"all"`` and ``None``.
         context: which stacks to keep: ``None``, ``"state"`` (live allocations'), ``"alloc"`` (also in the
             history's allocations), ``"all"`` (also its frees).
         stacks: ``"python"`` (Python and TorchScript frames) or ``"all"`` (also C++ frames).
@@ -205,6 +206,8 @@ def _record_memory_history(enabled: Optional[str] = "all", context: Optional[str
         device: ignored, as by CUDA's: every device records.
         clear_history: forget the history recorded so far.
     """
+    if isinstance(enabled, bool):
+        enabled = "all" if enabled else None
     _lazy_init()
     _C._record_memory_history(enabled, context, stacks, max_entries, clear_history)
 

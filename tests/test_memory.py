@@ -721,6 +721,13 @@ def test_memory_history_options():
         torch.foo.memory._record_memory_history(None)  # stops; what was recorded stays
         allocate_here(1000)
         assert len(torch.foo.memory._snapshot()["device_traces"][0]) == 3
+        torch.foo.memory._record_memory_history(True, clear_history=True)  # CUDA's older, boolean form
+        allocate_here(1000)
+        assert "alloc" in [e["action"] for e in torch.foo.memory._snapshot()["device_traces"][0]]
+        torch.foo.memory._record_memory_history(False)
+        before = len(torch.foo.memory._snapshot()["device_traces"][0])
+        allocate_here(1000)
+        assert len(torch.foo.memory._snapshot()["device_traces"][0]) == before  # nothing recorded once off
         with pytest.raises(RuntimeError, match="foo: _record_memory_history: context must be"):
             torch.foo.memory._record_memory_history(context="everything")
     finally:
