@@ -1,6 +1,6 @@
 """Profile a few training steps on foo with torch.profiler, as you would on a GPU.
 
-The demo's model (examples/train.py: an MLP with dropout on 8x8 digits) trains for a few steps under
+The demo's model (examples/train.py: an MLP with dropout, on scikit-learn's 8x8 digits) trains for a few steps under
 torch.profiler with foo's device timeline (ProfilerActivity.PrivateUse1): the table shows, per operator,
 its time on the host and the time its kernels took on the device; the trace shows the kernels and copies
 on one row per foo stream, each joined by an arrow to the launch that queued it. The allocator's memory
@@ -18,6 +18,7 @@ import os
 
 import torch
 import torch.nn as nn
+from sklearn.datasets import load_digits
 import torch.nn.functional as F
 from torch.cuda import _memory_viz
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -33,11 +34,15 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    torch.foo.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 10)).foo()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     torch.manual_seed(0)
-    batches = [(torch.rand(BATCH_SIZE, 64), torch.randint(0, 10, (BATCH_SIZE,))) for _ in range(STEPS)]
+    torch.foo.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 128), nn.ReLU(),
+                          nn.Linear(128, 10)).foo()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    digits = load_digits()
+    images = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    labels = torch.tensor(digits.target)
+    batches = [(images[i:i + BATCH_SIZE], labels[i:i + BATCH_SIZE]) for i in range(0, STEPS * BATCH_SIZE, BATCH_SIZE)]
 
     torch.foo.memory._record_memory_history(max_entries=100000)
     # Skip the first step (foo learns each operator's signature on its first call, synchronously), warm
