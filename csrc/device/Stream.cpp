@@ -106,17 +106,17 @@ void enqueueOnStream(c10::DeviceIndex device, const char* name, std::function<vo
   const fooError_t error = fooLaunchKernelEx(
       device, currentStream(device),
       [](void* arg) {
-        std::unique_ptr<Launch> owned(static_cast<Launch*>(arg));
+        auto* launch = static_cast<Launch*>(arg);
         t_on_stream_worker = true;
         try {
-          owned->settings.apply();
-          owned->kernel();
+          launch->settings.apply();
+          launch->kernel();
         } catch (...) {
-          detail::recordAsyncError(owned->device, std::current_exception());
+          detail::recordAsyncError(launch->device, std::current_exception());
         }
         t_on_stream_worker = false;
       },
-      launch, kind, name);
+      launch, [](void* arg) { delete static_cast<Launch*>(arg); }, kind, name);
   if (error != fooSuccess) delete launch;
   FOO_CHECK(error);
   if (fooLaunchBlocking()) checkAsyncErrors(device);  // it ran inline: its error belongs to this call

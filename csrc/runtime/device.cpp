@@ -73,6 +73,7 @@ const char* fooGetErrorString(fooError_t error) {
     case fooErrorInvalidValue: return "invalid argument";
     case fooErrorNotReady: return "device not ready";
     case fooErrorInitialization: return "initialization error";
+    case fooErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case fooErrorForkedProcess:
       return "Cannot re-initialize foo in forked subprocess. To use foo with multiprocessing, you must use the "
              "'spawn' start method";

@@ -21,6 +21,8 @@ typedef enum fooError {
   fooErrorInitialization = 5,
   // This process was forked after the runtime was initialised (the device belongs to the parent).
   fooErrorForkedProcess = 6,
+  // The call would wait for, or add host work to, a stream that is capturing a graph.
+  fooErrorStreamCaptureUnsupported = 7,
 } fooError_t;
 
 const char* fooGetErrorString(fooError_t error);
@@ -75,6 +77,8 @@ int fooHostPointerIsPinned(const void* ptr);
 // FOO_LAUNCH_BLOCKING=1 runs every launch inline on the calling thread instead.
 typedef int64_t fooStream_t;
 typedef void (*fooKernelFn)(void* arg);
+// Frees a launch's argument once the runtime no longer needs it.
+typedef void (*fooReleaseFn)(void* arg);
 
 // Hands out a stream of the given priority (0, or -1 for high; others are clamped) from a fixed pool
 // per device, round-robin, as CUDA's stream pools do.
@@ -91,10 +95,12 @@ typedef enum fooActivityKind {
 // Queues fn(arg) on the stream, after all work launched on it before. `arg` must stay valid until fn
 // has run, and fn must not throw (it runs on the stream's worker thread).
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg);
-// fooLaunchKernel with what activity tracing records of the work: its kind (a kernel or a copy) and its
-// name (copied when tracing is on; may be null).
-fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
-                             const char* name);
+// fooLaunchKernel with what activity tracing records of the work, its kind (a kernel or a copy) and name
+// (copied; may be null), and `release` (may be null): called with `arg` once the runtime no longer needs it,
+// after fn ran or, for a launch a graph captured, when the graph is destroyed (fn may then run many times).
+// Only a launch with `release` can be captured.
+fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooReleaseFn release,
+                             fooActivityKind kind, const char* name);
 // Runs fn(arg) on the calling thread once all work launched on the stream before has completed, and
 // returns when it is done: the stream's synchronous work, whose result the host needs at once (as a
 // synchronous cudaMemcpy). Traced as work of the stream, like a launch. fn must not throw.
@@ -120,6 +126,23 @@ fooError_t fooEventQuery(fooEvent_t event);
 fooError_t fooEventSynchronize(fooEvent_t event);
 fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event);
 fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end);
+
+// ---- Graphs --------------------------------------------------------------------------------------
+// As CUDA's stream capture: between fooStreamBeginCapture and fooStreamEndCapture, launches on the stream
+// are recorded into a graph instead of run; fooGraphLaunch queues the recorded work on a stream, in order,
+// as many times as wanted, with the same arguments (the same device memory). While a stream captures,
+// whatever would wait for it or add host work to it fails with fooErrorStreamCaptureUnsupported:
+// synchronizing or querying it (or its device), synchronous runs, event records and waits on it, and
+// launches without a release function. Other streams are unaffected.
+typedef struct fooGraph* fooGraph_t;
+fooError_t fooStreamBeginCapture(int device, fooStream_t stream);
+fooError_t fooStreamEndCapture(int device, fooStream_t stream, fooGraph_t* graph);
+fooError_t fooStreamIsCapturing(int device, fooStream_t stream, int* capturing);
+fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count);
+// Queues the graph's work on the stream as one piece of work (traced as a kernel named "fooGraph").
+fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream);
+// Releases the captured launches' arguments once no launch of the graph is still queued.
+fooError_t fooGraphDestroy(fooGraph_t graph);
 
 // ---- Activity tracing ---------------------------------------------------------------------------
 // What a profiler reads, as from CUPTI's activity API: while tracing is enabled, every launch (and

@@ -1,4 +1,4 @@
-// Streams, kernel launches and events. Every kernel and copy enters the device through fooLaunchKernel.
+// Streams, kernel launches, events and graphs. Every kernel and copy enters the device through fooLaunchKernel.
 //
 // Each stream is an ordered queue executed by its own worker thread (started on the stream's first
 // launch), so the host returns from a launch before the work is done, as with a GPU. Events are markers
@@ -15,7 +15,9 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace foo_runtime {
 namespace {
@@ -42,14 +44,42 @@ struct Task {
   // event complete sees the stream past it, and whoever sees the stream idle sees the event complete.
   bool marker = false;
   TracedLaunch* traced = nullptr;  // when activity tracing follows it
+  fooReleaseFn release = nullptr;  // called after fn ran (a task that may be captured has one)
+  fooActivityKind kind = fooActivityKindKernel;
+  const char* name = nullptr;
+};
+
+// Runs a task once, then gives its argument back.
+void runTask(const Task& task) {
+  runTraced(task.traced, task.fn, task.arg);
+  if (task.release != nullptr) task.release(task.arg);
+}
+
+// The launches a capture recorded; releases their arguments when the last holder (the graph handle, or a
+// queued launch of it) lets go.
+struct GraphNodes {
+  struct Node {
+    fooKernelFn fn;
+    void* arg;
+    fooReleaseFn release;
+    fooActivityKind kind;
+    std::string name;
+  };
+  std::vector<Node> nodes;
+  ~GraphNodes() {
+    for (const Node& node : nodes) node.release(node.arg);
+  }
 };
 
 class Stream {
  public:
-  void launch(Task task) {
+  // Queues the task, or records it when the stream is capturing (a task without a release function
+  // cannot be recorded: it may free its argument as it runs).
+  fooError_t launch(Task task) {
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (capture_) return capture(task);
       if (!worker_started_) {
         std::thread([this] { work(); }).detach();  // streams live as long as the process
         worker_started_ = true;
@@ -60,6 +90,37 @@ class Stream {
       wake = worker_sleeping_;
     }
     if (wake) work_ready_.notify_one();
+    return fooSuccess;
+  }
+
+  // With FOO_LAUNCH_BLOCKING=1: runs the task now, unless the stream is capturing (then records it).
+  fooError_t runInline(Task task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (capture_) return capture(task);
+    }
+    runTask(task);
+    return fooSuccess;
+  }
+
+  bool capturing() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capture_ != nullptr;
+  }
+
+  fooError_t beginCapture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capture_) return fooErrorStreamCaptureUnsupported;
+    capture_ = std::make_shared<GraphNodes>();
+    return fooSuccess;
+  }
+
+  fooError_t endCapture(std::shared_ptr<GraphNodes>* graph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!capture_) return fooErrorInvalidValue;
+    *graph = std::move(capture_);
+    capture_.reset();
+    return fooSuccess;
   }
 
   bool idle() {
@@ -102,13 +163,24 @@ class Stream {
       queued_.store(queue_.size(), std::memory_order_release);
       if (!task.marker) {
         lock.unlock();
-        runTraced(task.traced, task.fn, task.arg);
+        runTask(task);
         lock.lock();
       }
       ++completed_;
-      if (task.marker) task.fn(task.arg);
+      if (task.marker) {
+        task.fn(task.arg);
+        task.release(task.arg);
+      }
       if (waiters_ > 0) work_done_.notify_all();
     }
+  }
+
+  // Under the lock, while capturing.
+  fooError_t capture(const Task& task) {
+    if (task.marker || task.release == nullptr) return fooErrorStreamCaptureUnsupported;
+    delete task.traced;  // nothing runs now: nothing to trace
+    capture_->nodes.push_back({task.fn, task.arg, task.release, task.kind, task.name != nullptr ? task.name : "kernel"});
+    return fooSuccess;
   }
 
   static constexpr std::chrono::microseconds kPollBeforeSleeping{50};
@@ -123,6 +195,7 @@ class Stream {
   int waiters_ = 0;
   bool worker_started_ = false;
   bool worker_sleeping_ = false;
+  std::shared_ptr<GraphNodes> capture_;  // the graph being captured, if any
 };
 
 struct DeviceStreams {
@@ -140,25 +213,31 @@ bool validStream(int device, fooStream_t stream) {
 
 Stream& streamOf(int device, fooStream_t stream) { return g_devices[device].streams[stream]; }
 
-void launchTask(int device, fooStream_t stream, Task task) {
+fooError_t launchTask(int device, fooStream_t stream, Task task) {
   if (task.traced != nullptr) task.traced->call_end_ns = activityClockNs();
-  if (launchBlocking()) {
-    runTraced(task.traced, task.fn, task.arg);
-  } else {
-    streamOf(device, stream).launch(task);
-  }
+  Stream& queue = streamOf(device, stream);
+  return launchBlocking() ? queue.runInline(task) : queue.launch(task);
 }
 
-// A function to run on a worker; deletes itself after running.
+// A function to run on a worker; deleted after it ran.
 template <class F>
-void launchClosure(int device, fooStream_t stream, F&& f, bool marker = false) {
+fooError_t launchClosure(int device, fooStream_t stream, F&& f, bool marker = false, TracedLaunch* traced = nullptr) {
   using Closure = std::decay_t<F>;
   auto* closure = new Closure(std::forward<F>(f));
-  const fooKernelFn run = [](void* arg) {
-    std::unique_ptr<Closure> owned(static_cast<Closure*>(arg));
-    (*owned)();
-  };
-  launchTask(device, stream, Task{run, closure, marker});
+  Task task{[](void* arg) { (*static_cast<Closure*>(arg))(); }, closure, marker, traced,
+            [](void* arg) { delete static_cast<Closure*>(arg); }};
+  const fooError_t error = launchTask(device, stream, task);
+  if (error != fooSuccess) {
+    delete closure;
+    delete traced;
+  }
+  return error;
+}
+
+bool deviceCapturing(int device) {
+  for (Stream& stream : g_devices[device].streams)
+    if (stream.capturing()) return true;
+  return false;
 }
 
 }  // namespace
@@ -188,6 +267,10 @@ struct EventState {
     std::unique_lock<std::mutex> lock(mutex);
     completed_cv.wait(lock, [&] { return completed >= generation; });
   }
+};
+
+struct fooGraph {
+  std::shared_ptr<foo_runtime::GraphNodes> nodes;
 };
 
 // Shared with the markers and waits still queued, so destroying a recorded event is safe (as on CUDA).
@@ -221,16 +304,18 @@ fooError_t fooStreamGetPriority(int device, fooStream_t stream, int* priority) {
 int fooLaunchBlocking(void) { return launchBlocking() ? 1 : 0; }
 
 fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void* arg) {
-  return fooLaunchKernelEx(device, stream, fn, arg, fooActivityKindKernel, nullptr);
+  return fooLaunchKernelEx(device, stream, fn, arg, nullptr, fooActivityKindKernel, nullptr);
 }
 
-fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
-                             const char* name) {
+fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooReleaseFn release,
+                             fooActivityKind kind, const char* name) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
-  launchTask(device, stream, Task{fn, arg, false, traceLaunch(device, stream, kind, name, "fooLaunchKernel")});
-  return fooSuccess;
+  TracedLaunch* traced = traceLaunch(device, stream, kind, name, "fooLaunchKernel");
+  const fooError_t error = launchTask(device, stream, Task{fn, arg, false, traced, release, kind, name});
+  if (error != fooSuccess) delete traced;  // a capture refused it: nothing was launched
+  return error;
 }
 
 fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
@@ -238,8 +323,9 @@ fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn f
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
-  TracedLaunch* traced = traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous");
   Stream& queue = streamOf(device, stream);
+  if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
+  TracedLaunch* traced = traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous");
   if (!queue.idle()) queue.synchronize();
   if (traced != nullptr) traced->call_end_ns = activityClockNs();
   runTraced(traced, fn, arg);
@@ -256,19 +342,24 @@ fooError_t fooStreamGetLaunchCount(int device, fooStream_t stream, uint64_t* cou
 fooError_t fooStreamQuery(int device, fooStream_t stream) {
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  return streamOf(device, stream).idle() ? fooSuccess : fooErrorNotReady;
+  Stream& queue = streamOf(device, stream);
+  if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
+  return queue.idle() ? fooSuccess : fooErrorNotReady;
 }
 
 fooError_t fooStreamSynchronize(int device, fooStream_t stream) {
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  streamOf(device, stream).synchronize();
+  Stream& queue = streamOf(device, stream);
+  if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
+  queue.synchronize();
   return fooSuccess;
 }
 
 fooError_t fooDeviceSynchronize(int device) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  if (deviceCapturing(device)) return fooErrorStreamCaptureUnsupported;
   for (Stream& stream : g_devices[device].streams) stream.synchronize();
   return fooSuccess;
 }
@@ -287,14 +378,14 @@ fooError_t fooEventDestroy(fooEvent_t event) {
 fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
   if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  if (streamOf(device, stream).capturing()) return fooErrorStreamCaptureUnsupported;
   std::shared_ptr<EventState> state = event->state;
   uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(state->mutex);
     generation = ++state->recorded;
   }
-  launchClosure(device, stream, [state, generation] { state->complete(generation); }, /*marker=*/true);
-  return fooSuccess;
+  return launchClosure(device, stream, [state, generation] { state->complete(generation); }, /*marker=*/true);
 }
 
 fooError_t fooEventQuery(fooEvent_t event) {
@@ -317,6 +408,7 @@ fooError_t fooEventSynchronize(fooEvent_t event) {
 fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event) {
   if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  if (streamOf(device, stream).capturing()) return fooErrorStreamCaptureUnsupported;
   std::shared_ptr<EventState> state = event->state;
   uint64_t generation = 0;
   {
@@ -324,8 +416,7 @@ fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event) 
     if (state->completed >= state->recorded) return fooSuccess;  // nothing to wait for
     generation = state->recorded;
   }
-  launchClosure(device, stream, [state, generation] { state->waitFor(generation); });
-  return fooSuccess;
+  return launchClosure(device, stream, [state, generation] { state->waitFor(generation); });
 }
 
 fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end) {
@@ -340,6 +431,47 @@ fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end) {
     times[i] = states[i]->time;
   }
   *ms = std::chrono::duration<float, std::milli>(times[1] - times[0]).count();
+  return fooSuccess;
+}
+
+fooError_t fooStreamBeginCapture(int device, fooStream_t stream) {
+  if (!validStream(device, stream)) return fooErrorInvalidValue;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  return streamOf(device, stream).beginCapture();
+}
+
+fooError_t fooStreamEndCapture(int device, fooStream_t stream, fooGraph_t* graph) {
+  if (!validStream(device, stream) || graph == nullptr) return fooErrorInvalidValue;
+  std::shared_ptr<GraphNodes> nodes;
+  if (const fooError_t error = streamOf(device, stream).endCapture(&nodes); error != fooSuccess) return error;
+  *graph = new fooGraph{std::move(nodes)};
+  return fooSuccess;
+}
+
+fooError_t fooStreamIsCapturing(int device, fooStream_t stream, int* capturing) {
+  if (!validStream(device, stream) || capturing == nullptr) return fooErrorInvalidValue;
+  *capturing = streamOf(device, stream).capturing() ? 1 : 0;
+  return fooSuccess;
+}
+
+fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count) {
+  if (graph == nullptr || count == nullptr) return fooErrorInvalidValue;
+  *count = graph->nodes->nodes.size();
+  return fooSuccess;
+}
+
+fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream) {
+  if (graph == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
+  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
+  TracedLaunch* traced = traceLaunch(device, stream, fooActivityKindKernel, "fooGraph", "fooGraphLaunch");
+  // The queued launch holds the nodes: destroying the graph meanwhile releases nothing it still needs.
+  return launchClosure(device, stream, [nodes = graph->nodes] {
+    for (const GraphNodes::Node& node : nodes->nodes) node.fn(node.arg);
+  }, /*marker=*/false, traced);
+}
+
+fooError_t fooGraphDestroy(fooGraph_t graph) {
+  delete graph;
   return fooSuccess;
 }
 

@@ -382,9 +382,9 @@ RUNTIME_TEST(activity_tracing_records_each_launch_and_its_work) {
   EXPECT(fooActivityIsEnabled() == 1);
   Gate gate;
   EXPECT_OK(fooActivityPushExternalCorrelationId(41));
-  EXPECT_OK(fooLaunchKernelEx(1, stream, &Gate::wait, &gate, fooActivityKindKernel, "gate"));
+  EXPECT_OK(fooLaunchKernelEx(1, stream, &Gate::wait, &gate, nullptr, fooActivityKindKernel, "gate"));
   EXPECT_OK(fooActivityPushExternalCorrelationId(42));  // the innermost id is the one a launch carries
-  EXPECT_OK(fooLaunchKernelEx(1, stream, &nothing, nullptr, fooActivityKindMemcpy, "copy"));
+  EXPECT_OK(fooLaunchKernelEx(1, stream, &nothing, nullptr, nullptr, fooActivityKindMemcpy, "copy"));
   uint64_t popped = 0;
   EXPECT_OK(fooActivityPopExternalCorrelationId(&popped));
   EXPECT(popped == 42);
@@ -428,9 +428,9 @@ RUNTIME_TEST(activity_tracing_follows_what_was_launched_while_enabled) {
   EXPECT(flushed.empty());  // tracing was off
   EXPECT_OK(fooActivityEnable(1));
   Gate gate;
-  EXPECT_OK(fooLaunchKernelEx(0, 0, &Gate::wait, &gate, fooActivityKindKernel, "launched while enabled"));
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &Gate::wait, &gate, nullptr, fooActivityKindKernel, "launched while enabled"));
   EXPECT_OK(fooActivityEnable(0));
-  EXPECT_OK(fooLaunchKernelEx(0, 0, &nothing, nullptr, fooActivityKindKernel, "launched after"));
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &nothing, nullptr, nullptr, fooActivityKindKernel, "launched after"));
   gate.open.set_value();
   EXPECT_OK(fooDeviceSynchronize(0));
   flushRecords();
@@ -438,13 +438,13 @@ RUNTIME_TEST(activity_tracing_follows_what_was_launched_while_enabled) {
   // Enabling again starts a new trace: work of the old one that completes later belongs to none.
   Gate second;
   EXPECT_OK(fooActivityEnable(1));
-  EXPECT_OK(fooLaunchKernelEx(0, 0, &Gate::wait, &second, fooActivityKindKernel, "old trace"));
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &Gate::wait, &second, nullptr, fooActivityKindKernel, "old trace"));
   EXPECT_OK(fooActivityEnable(1));
   second.open.set_value();
   EXPECT_OK(fooDeviceSynchronize(0));
   flushRecords();
   EXPECT(flushed.empty());
-  EXPECT(fooLaunchKernelEx(0, 0, &nothing, nullptr, fooActivityKindRuntime, "x") == fooErrorInvalidValue);
+  EXPECT(fooLaunchKernelEx(0, 0, &nothing, nullptr, nullptr, fooActivityKindRuntime, "x") == fooErrorInvalidValue);
 }
 
 RUNTIME_TEST(a_synchronous_run_waits_for_the_stream_and_runs_on_the_caller) {
@@ -471,6 +471,118 @@ RUNTIME_TEST(a_synchronous_run_waits_for_the_stream_and_runs_on_the_caller) {
   EXPECT(flushed.size() == 6);
   EXPECT(flushed_names[4] == "fooStreamRunSynchronous" && flushed_names[5] == "copy to the host");
   EXPECT(flushed[5].kind == fooActivityKindMemcpy && flushed[3].end_ns <= flushed[5].start_ns);
+}
+
+// ---- Graphs --------------------------------------------------------------------------------------
+
+// A captured launch's argument: counts its runs and its release.
+struct Counted {
+  std::vector<int>* order;
+  int value;
+  int* released;
+  static void run(void* arg) {
+    auto* c = static_cast<Counted*>(arg);
+    c->order->push_back(c->value);
+  }
+  static void release(void* arg) { ++*static_cast<Counted*>(arg)->released; }
+};
+
+RUNTIME_TEST(a_graph_records_launches_and_replays_them_in_order) {
+  std::vector<int> order;
+  int released = 0;
+  Counted first{&order, 1, &released}, second{&order, 2, &released};
+  fooStream_t stream = 0;
+  EXPECT_OK(fooStreamCreate(0, &stream, 0));
+  EXPECT_OK(fooStreamBeginCapture(0, stream));
+  int capturing = 0;
+  EXPECT_OK(fooStreamIsCapturing(0, stream, &capturing));
+  EXPECT(capturing == 1);
+  EXPECT_OK(fooLaunchKernelEx(0, stream, &Counted::run, &first, &Counted::release, fooActivityKindKernel, "one"));
+  EXPECT_OK(fooLaunchKernelEx(0, stream, &Counted::run, &second, &Counted::release, fooActivityKindMemcpy, nullptr));
+  fooGraph_t graph = nullptr;
+  EXPECT_OK(fooStreamEndCapture(0, stream, &graph));
+  EXPECT_OK(fooStreamIsCapturing(0, stream, &capturing));
+  EXPECT(capturing == 0);
+  EXPECT(order.empty());  // captured, not run
+  size_t nodes = 0;
+  EXPECT_OK(fooGraphGetNodeCount(graph, &nodes));
+  EXPECT(nodes == 2);
+  uint64_t launched = 0;
+  EXPECT_OK(fooStreamGetLaunchCount(0, stream, &launched));
+  EXPECT(launched == 0);
+  // Replays, on the capturing stream and on another one, run the work again, in order.
+  EXPECT_OK(fooGraphLaunch(graph, 0, stream));
+  EXPECT_OK(fooGraphLaunch(graph, 1, 0));  // a graph of launches on foo:0, run by a stream of foo:1
+  EXPECT_OK(fooStreamSynchronize(0, stream));
+  EXPECT_OK(fooDeviceSynchronize(1));
+  EXPECT((order == std::vector<int>{1, 2, 1, 2}));
+  EXPECT(released == 0);
+  EXPECT_OK(fooGraphDestroy(graph));
+  EXPECT(released == 2);  // each captured argument, once
+}
+
+RUNTIME_TEST(a_destroyed_graph_keeps_what_a_queued_replay_needs) {
+  std::vector<int> order;
+  int released = 0;
+  Counted node{&order, 7, &released};
+  EXPECT_OK(fooStreamBeginCapture(0, 0));
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &Counted::run, &node, &Counted::release, fooActivityKindKernel, nullptr));
+  fooGraph_t graph = nullptr;
+  EXPECT_OK(fooStreamEndCapture(0, 0, &graph));
+  Gate gate;
+  EXPECT_OK(fooLaunchKernel(0, 0, &Gate::wait, &gate));
+  EXPECT_OK(fooGraphLaunch(graph, 0, 0));
+  EXPECT_OK(fooGraphDestroy(graph));
+  EXPECT(released == 0 && order.empty());  // the queued replay still holds the work
+  gate.open.set_value();
+  EXPECT_OK(fooDeviceSynchronize(0));
+  EXPECT((order == std::vector<int>{7}) && released == 1);
+}
+
+RUNTIME_TEST(a_capturing_stream_refuses_what_would_wait_for_it_or_add_host_work) {
+  fooStream_t stream = 0, other = 0;
+  EXPECT_OK(fooStreamCreate(0, &stream, 0));
+  EXPECT_OK(fooStreamCreate(0, &other, 0));
+  EXPECT_OK(fooStreamBeginCapture(0, stream));
+  EXPECT(fooStreamBeginCapture(0, stream) == fooErrorStreamCaptureUnsupported);  // already capturing
+  EXPECT(fooStreamSynchronize(0, stream) == fooErrorStreamCaptureUnsupported);
+  EXPECT(fooStreamQuery(0, stream) == fooErrorStreamCaptureUnsupported);
+  EXPECT(fooDeviceSynchronize(0) == fooErrorStreamCaptureUnsupported);
+  EXPECT(fooStreamRunSynchronous(0, stream, &nothing, nullptr, fooActivityKindKernel, nullptr) ==
+         fooErrorStreamCaptureUnsupported);
+  EXPECT(fooLaunchKernel(0, stream, &nothing, nullptr) == fooErrorStreamCaptureUnsupported);  // no release
+  fooEvent_t event = nullptr;
+  EXPECT_OK(fooEventCreate(&event, 0));
+  EXPECT(fooEventRecord(event, 0, stream) == fooErrorStreamCaptureUnsupported);
+  EXPECT(fooStreamWaitEvent(0, stream, event) == fooErrorStreamCaptureUnsupported);
+  EXPECT_OK(fooEventRecord(event, 0, other));  // other streams and devices work as usual
+  EXPECT_OK(fooStreamSynchronize(0, other));
+  EXPECT_OK(fooDeviceSynchronize(1));
+  EXPECT(std::strcmp(fooGetErrorString(fooErrorStreamCaptureUnsupported),
+                     "operation not permitted when stream is capturing") == 0);
+  fooGraph_t graph = nullptr;
+  EXPECT_OK(fooStreamEndCapture(0, stream, &graph));
+  EXPECT(fooStreamEndCapture(0, stream, &graph) == fooErrorInvalidValue);  // not capturing any more
+  EXPECT_OK(fooStreamSynchronize(0, stream));
+  EXPECT_OK(fooDeviceSynchronize(0));
+  EXPECT_OK(fooGraphDestroy(graph));
+  EXPECT_OK(fooEventDestroy(event));
+}
+
+RUNTIME_TEST(graph_replays_are_traced_as_one_piece_of_work) {
+  std::vector<int> order;
+  int released = 0;
+  Counted node{&order, 1, &released};
+  EXPECT_OK(fooActivityEnable(1));
+  EXPECT_OK(fooStreamBeginCapture(0, 0));
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &Counted::run, &node, &Counted::release, fooActivityKindKernel, "node"));
+  fooGraph_t graph = nullptr;
+  EXPECT_OK(fooStreamEndCapture(0, 0, &graph));
+  EXPECT_OK(fooGraphLaunch(graph, 0, 0));
+  EXPECT_OK(fooDeviceSynchronize(0));
+  flushRecords();
+  EXPECT(flushed.size() == 2 && flushed_names[0] == "fooGraphLaunch" && flushed_names[1] == "fooGraph");
+  EXPECT_OK(fooGraphDestroy(graph));
 }
 
 }  // namespace
