@@ -44,19 +44,21 @@ from .memory import (
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
+from .graphs import FooGraph, graph, graph_pool_handle, is_current_stream_capturing
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
     "get_device_name", "get_device_properties", "get_device_capability", "is_initialized", "init",
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
-    "memory_reserved", "memory_stats", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
+    "memory_reserved", "memory_snapshot", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
     "set_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "default_generators",
     "get_rng_state", "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all", "seed", "seed_all",
     "set_rng_state", "set_rng_state_all", "_is_in_bad_fork", "amp", "get_amp_supported_dtype",
     "is_bf16_supported", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
-    "StreamContext",
+    "StreamContext", "FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
 ]
 
 def is_available() -> bool:
@@ -223,6 +225,7 @@ def _register() -> None:
     if getattr(torch, DEVICE_TYPE, None) is not None:
         return
     torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+    _C._register_graph_impl()  # keyed by the device type's name: "FOO" from now on
     torch._register_device_module(DEVICE_TYPE, sys.modules[__name__])
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True

@@ -15,6 +15,7 @@
 #include "device/Stream.h"
 #include "distributed/ProcessGroupFoo.h"
 #include "execution/Fallback.h"
+#include "graphs/FooGraph.h"
 #include "profiler/Profiler.h"
 
 #include <chrono>
@@ -155,7 +156,7 @@ pybind11::dict memorySnapshot() {
     s["requested_size"] = segment.requested_size;
     s["stream"] = reinterpret_cast<int64_t>(segment.stream);
     s["segment_type"] = segment.is_large ? "large" : "small";
-    s["segment_pool_id"] = pybind11::make_tuple(0, 0);
+    s["segment_pool_id"] = pybind11::make_tuple(segment.owner_private_pool_id.first, segment.owner_private_pool_id.second);
     s["is_expandable"] = false;
     s["frames"] = pybind11::list();
     s["blocks"] = blocks;
@@ -268,6 +269,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_empty_cache", [] { cachingAllocator().emptyCache(); });
   m.def("_record_memory_history", &recordMemoryHistory);
+  m.def("_register_graph_impl", &registerGraphImpl);
+  m.def("_graph_pool_handle", &newGraphPoolHandle);
+  m.def("_is_current_stream_capturing", &currentStreamIsCapturing);
   m.def("_memory_snapshot", &memorySnapshot);
   m.def("_host_memory_stats", &hostMemoryStats);
   m.def("_reset_peak_host_memory_stats", [] { at::getHostAllocator(at::kPrivateUse1)->reset_peak_stats(); });

@@ -11,6 +11,8 @@
 #include <deque>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -35,6 +37,8 @@ constexpr size_t kLargeSegment = 20 << 20;     // medium requests share 20 MiB s
 constexpr size_t kMinLargeAlloc = 10 << 20;    // requests from here get a segment of their own
 constexpr size_t kLargeRounding = 2 << 20;
 
+struct PrivatePool;
+
 struct Block {
   size_t size;
   char* ptr;  // device address
@@ -50,6 +54,7 @@ struct Block {
   std::vector<fooStream_t> stream_uses;
   int pending_events = 0;
   bool counted_oversize = false;  // counted in oversize_allocations (the setting may change while it lives)
+  PrivatePool* pool = nullptr;    // the graph memory pool its segment belongs to (nullptr: the shared pools)
   std::shared_ptr<c10::GatheredContext> context;  // the stack that allocated it, when history records stacks
   bool isSplit() const { return prev != nullptr || next != nullptr; }
 };
@@ -66,6 +71,16 @@ struct BlockLess {
 
 // Rounds a request up to a multiple of kMinBlockSize, or, with roundup_power2_divisions, up to the next of
 // that many equal divisions between two powers of two (fewer distinct sizes: less fragmentation).
+// The memory pool of graphs (CUDA's private pools): allocations made while a graph is captured come from
+// segments only such captures use, so memory a graph's replays write is never handed to other tensors.
+struct PrivatePool {
+  using Pool = std::set<Block*, BlockLess>;
+  explicit PrivatePool(c10::MempoolId_t pool_id) : id(pool_id) {}
+  c10::MempoolId_t id;
+  Pool small, large;  // its cached free blocks
+  int graphs = 0;     // the graphs using it; at 0 its free segments go back to the device
+};
+
 size_t roundSize(size_t n) {
   if (n < kMinBlockSize) return kMinBlockSize;
   const size_t divisions = AcceleratorAllocatorConfig::roundup_power2_divisions(n);
@@ -128,9 +143,10 @@ class DeviceCache {
     processEvents();
     const size_t size = roundSize(requested);
     const bool small = size <= kSmallSize;
-    Pool& pool = small ? small_pool_ : large_pool_;
+    PrivatePool* private_pool = capturingPool(stream);
+    Pool& pool = poolFor(private_pool, small);
     Block* block = takeCached(pool, size, small, stream);
-    if (block == nullptr) block = newSegment(size, small, stream, context);
+    if (block == nullptr) block = newSegment(size, small, stream, context, private_pool);
     if (block == nullptr && !onStreamWorker()) {
       // Give cached segments back to the device and retry once, as CUDA's allocator does. Queued work
       // may still use them, so the device finishes it first (without the lock: that work may allocate).
@@ -141,12 +157,13 @@ class DeviceCache {
       processEvents();
       releaseCachedSegments();
       block = takeCached(pool, size, small, stream);
-      if (block == nullptr) block = newSegment(size, small, stream, context);
+      if (block == nullptr) block = newSegment(size, small, stream, context, private_pool);
     }
     if (block == nullptr) raiseOutOfMemory(requested, stream);
     const size_t remaining = block->size - size;
     if (small ? remaining >= kMinBlockSize : !oversize(size) && remaining > kSmallSize) {
       Block* rest = newBlock(remaining, block->ptr + size, small, stream);
+      rest->pool = block->pool;
       rest->prev = block;
       rest->next = block->next;
       if (rest->next) rest->next->prev = rest;
@@ -253,7 +270,7 @@ class DeviceCache {
   // Returns a free block to its pool, merged with free neighbours of its segment.
   void cacheBlock(Block* block) {
     const bool small = block->small;
-    Pool& pool = small ? small_pool_ : large_pool_;
+    Pool& pool = poolFor(block->pool, small);
     int64_t split_blocks = 0;
     int64_t split_bytes = 0;
     for (Block* neighbour : {block->prev, block->next}) {
@@ -280,6 +297,14 @@ class DeviceCache {
     updateStat(stats_.inactive_split, small, split_blocks);
     updateStat(stats_.inactive_split_bytes, small, split_bytes);
     putInPool(pool, block);
+    if (block->pool != nullptr && block->pool->graphs == 0) forgetIfUnused(block->pool);
+  }
+
+  // A pool no graph uses any more: its whole free segments go back to the device, and it goes once empty.
+  void forgetIfUnused(PrivatePool* pool) {
+    releaseWholeSegments(pool->small);
+    releaseWholeSegments(pool->large);
+    if (pool->small.empty() && pool->large.empty() && !usedBy(pool)) private_pools_.erase(pool->id);
   }
 
  public:
@@ -342,6 +367,10 @@ class DeviceCache {
     for (const auto& [ptr, block] : active_) blocks.insert(block);
     for (const auto& [event, block] : pending_) blocks.insert(block);
     for (const Pool* pool : {&small_pool_, &large_pool_}) blocks.insert(pool->begin(), pool->end());
+    for (const auto& [id, pool] : private_pools_) {
+      blocks.insert(pool->small.begin(), pool->small.end());
+      blocks.insert(pool->large.begin(), pool->large.end());
+    }
     std::vector<Block*> heads;
     for (Block* block : blocks)
       if (block->prev == nullptr) heads.push_back(block);
@@ -352,6 +381,7 @@ class DeviceCache {
       segment.address = reinterpret_cast<size_t>(head->ptr);
       segment.stream = reinterpret_cast<void*>(head->stream);
       segment.is_large = !head->small;
+      if (head->pool != nullptr) segment.owner_private_pool_id = head->pool->id;
       for (Block* block = head; block != nullptr; block = block->next) {
         c10::CachingDeviceAllocator::BlockInfo info;
         info.size = block->size;
@@ -424,7 +454,8 @@ class DeviceCache {
   }
 
   // A fresh segment from the device, or nullptr when the device (or the memory limit) has no room.
-  Block* newSegment(size_t size, bool small, fooStream_t stream, const std::shared_ptr<c10::GatheredContext>& context) {
+  Block* newSegment(size_t size, bool small, fooStream_t stream, const std::shared_ptr<c10::GatheredContext>& context,
+                    PrivatePool* private_pool) {
     const size_t bytes = segmentSize(size);
     collectGarbage(bytes);
     void* ptr = nullptr;
@@ -436,7 +467,9 @@ class DeviceCache {
     updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
     record(TraceEntry::SEGMENT_ALLOC, ptr, bytes, stream, recording(RecordContext::ALLOC) ? context : nullptr);
     if (oversize(bytes)) stats_.oversize_segments.increase(1);
-    return newBlock(bytes, static_cast<char*>(ptr), small, stream);
+    Block* block = newBlock(bytes, static_cast<char*>(ptr), small, stream);
+    block->pool = private_pool;
+    return block;
   }
 
   [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream) {
@@ -459,23 +492,75 @@ class DeviceCache {
   }
 
   void releaseCachedSegments() {
-    for (auto* pool : {&small_pool_, &large_pool_}) {
-      for (auto it = pool->begin(); it != pool->end();) {
-        Block* block = *it;
-        if (block->isSplit()) {
-          ++it;
-          continue;
-        }
-        fooFree(device_, block->ptr);
-        record(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
-        if (oversize(block->size) && stats_.oversize_segments.current > 0) stats_.oversize_segments.decrease(1);
-        stats_.num_device_free += 1;
-        updateStat(stats_.segment, block->small, -1);
-        updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
-        it = pool->erase(it);
-        spare_blocks_.push_back(block);
+    for (auto* pool : {&small_pool_, &large_pool_}) releaseWholeSegments(*pool);
+  }
+
+  // Frees the cached blocks of `pool` that are whole segments.
+  void releaseWholeSegments(Pool& pool) {
+    for (auto it = pool.begin(); it != pool.end();) {
+      Block* block = *it;
+      if (block->isSplit()) {
+        ++it;
+        continue;
       }
+      fooFree(device_, block->ptr);
+      record(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
+      if (oversize(block->size) && stats_.oversize_segments.current > 0) stats_.oversize_segments.decrease(1);
+      stats_.num_device_free += 1;
+      updateStat(stats_.segment, block->small, -1);
+      updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+      it = pool.erase(it);
+      spare_blocks_.push_back(block);
     }
+  }
+
+  Pool& poolFor(PrivatePool* private_pool, bool small) {
+    if (private_pool != nullptr) return small ? private_pool->small : private_pool->large;
+    return small ? small_pool_ : large_pool_;
+  }
+
+  // The pool a capture on `stream` allocates from, if one is underway.
+  PrivatePool* capturingPool(fooStream_t stream) const {
+    for (const auto& [capturing_stream, pool] : captures_)
+      if (capturing_stream == stream) return pool;
+    return nullptr;
+  }
+
+ public:
+  void beginAllocateToPool(c10::MempoolId_t id, fooStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<PrivatePool>& pool = private_pools_[id];
+    if (!pool) pool = std::make_unique<PrivatePool>(id);
+    pool->graphs += 1;
+    captures_.emplace_back(stream, pool.get());
+  }
+
+  void endAllocateToPool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
+                                   [&](const auto& capture) { return capture.second->id == id; }),
+                    captures_.end());
+  }
+
+  // A graph using the pool is gone; with the last one, the pool's free segments go back to the device
+  // (blocks graph outputs still hold join them when freed: their segments stay reserved until then).
+  void releasePool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = private_pools_.find(id);
+    if (found == private_pools_.end()) return;
+    PrivatePool& pool = *found->second;
+    if (--pool.graphs > 0) return;
+    processEvents();
+    forgetIfUnused(&pool);
+  }
+
+ private:
+  bool usedBy(const PrivatePool* pool) const {
+    for (const auto& [ptr, block] : active_)
+      if (block->pool == pool) return true;
+    for (const auto& [event, block] : pending_)
+      if (block->pool == pool) return true;
+    return false;
   }
 
   size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
@@ -528,6 +613,8 @@ class DeviceCache {
   std::vector<TraceEntry> trace_;  // a ring buffer: trace_next_ is the oldest entry once it is full
   size_t trace_next_ = 0;
   size_t max_entries_ = 0;
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
+  std::vector<std::pair<fooStream_t, PrivatePool*>> captures_;  // graphs being captured, by stream
 };
 
 DeviceCache& deviceCache(c10::DeviceIndex device) {
@@ -627,6 +714,16 @@ void CachingAllocator::recordHistory(bool trace, CreateContextFn recorder, Recor
     }
   }
 }
+
+void CachingAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, fooStream_t stream) {
+  deviceCache(device).beginAllocateToPool(id, stream);
+}
+
+void CachingAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  deviceCache(device).endAllocateToPool(id);
+}
+
+void CachingAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id) { deviceCache(device).releasePool(id); }
 
 CachingAllocator::Snapshot CachingAllocator::snapshot() {
   Snapshot out;

@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "runtime/foo_runtime.h"
+
 namespace foo {
 
 class CachingAllocator final : public c10::DeviceAllocator {
@@ -38,6 +40,12 @@ class CachingAllocator final : public c10::DeviceAllocator {
     std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;  // of every device
     std::vector<std::vector<c10::CachingDeviceAllocator::TraceEntry>> device_traces;  // per device, oldest first
   };
+  // Graph memory pools (CUDA's private pools). From beginAllocateToPool to endAllocateToPool, allocations on
+  // `stream` come from the pool `id` (created on first use; graphs that pass the same id share it), whose
+  // blocks serve only such allocations. releasePool: one graph using it is gone.
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, fooStream_t stream);
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
   // The segments and blocks of every device, and their recorded histories (entry times: microseconds
   // since the epoch). Records a "snapshot" action.
   Snapshot snapshot();

@@ -126,7 +126,7 @@ void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_
   const std::vector<int> structure = plan->structure;
   std::vector<at::Tensor> outputs =
       call.launch(std::move(plan), [op, args = std::move(args)](std::vector<at::Tensor>& results) mutable {
-        torch::jit::Stack kernel_stack = std::move(args);
+        torch::jit::Stack kernel_stack = args;  // a copy: a graph's replay runs the kernel again
         op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &kernel_stack);
         flattenTensors(kernel_stack.data(), kernel_stack.size(), results, nullptr);
       });

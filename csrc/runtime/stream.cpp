@@ -460,6 +460,12 @@ fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count) {
   return fooSuccess;
 }
 
+fooError_t fooGraphGetNodeName(fooGraph_t graph, size_t index, const char** name) {
+  if (graph == nullptr || name == nullptr || index >= graph->nodes->nodes.size()) return fooErrorInvalidValue;
+  *name = graph->nodes->nodes[index].name.c_str();
+  return fooSuccess;
+}
+
 fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream) {
   if (graph == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;

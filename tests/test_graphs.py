@@ -1,0 +1,215 @@
+"""Graph capture and replay on foo (torch.foo.FooGraph, torch.foo.graph, torch.accelerator.Graph), against
+eager results and CUDA's documented semantics: capture on a side stream after a warm-up, static inputs and
+outputs, a private memory pool per graph (shareable), and "operation not permitted when stream is capturing"
+for whatever would make the host wait for the capturing stream."""
+import os
+
+import pytest
+import torch
+
+CAPTURE_ERROR = "operation not permitted when stream is capturing"
+
+
+def warm_up(fn, *args):
+    """Runs fn on a side stream first, as CUDA's docs ask before a capture (foo learns each operator's
+    outputs on its first call, synchronously)."""
+    side = torch.foo.Stream()
+    side.wait_stream(torch.foo.current_stream())
+    with torch.foo.stream(side):
+        for _ in range(2):
+            fn(*args)
+    torch.foo.current_stream().wait_stream(side)
+
+
+def pointwise_and_reduction(a, w):
+    return torch.relu(a * w + 1).sum(0, keepdim=True), (a @ w.t()).tanh()
+
+
+def test_replay_recomputes_on_new_input_values():
+    torch.manual_seed(0)
+    w = torch.randn(16, 8, device="foo")
+    static_input = torch.randn(16, 8, device="foo")
+    warm_up(pointwise_and_reduction, static_input, w)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        static_outputs = pointwise_and_reduction(static_input, w)
+    for _ in range(3):
+        data = torch.randn(16, 8)
+        static_input.copy_(data)  # queued on the current stream, before the replay
+        graph.replay()
+        for got, expected in zip(static_outputs, pointwise_and_reduction(data, w.cpu())):
+            torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_capture_records_without_running():
+    x = torch.zeros(4, device="foo")
+    warm_up(lambda t: t.add_(1), x.clone())
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        x.add_(1)
+    assert x.cpu().eq(0).all()  # captured, not run
+    graph.replay()
+    graph.replay()
+    assert x.cpu().eq(2).all()
+
+
+def test_accelerator_graph_on_foo():
+    x = torch.arange(6.0, device="foo")
+    warm_up(lambda t: t * 3, x)
+    graph = torch.accelerator.Graph()
+    with torch.foo.Stream(), graph:
+        y = x * 3
+    x.fill_(2)
+    graph.replay()
+    assert y.cpu().eq(6).all()
+    assert isinstance(torch.foo.FooGraph(), torch.accelerator.Graph)
+
+
+def test_outputs_live_in_the_graphs_private_pool_until_reset():
+    x = torch.ones(1000, device="foo")
+    warm_up(lambda t: t * 2, x)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        y = x * 2
+    pool = graph.pool()
+    assert pool != (0, 0)
+    segments = [s for s in torch.foo.memory_snapshot() if s["device"] == 0]
+    owned = [s for s in segments if tuple(s["segment_pool_id"]) == tuple(pool)]
+    address = y.untyped_storage().data_ptr()
+    assert any(b["address"] == address for s in owned for b in s["blocks"])
+    # Memory of the pool is never handed to tensors allocated outside a capture.
+    others = [torch.empty(1000, device="foo") for _ in range(8)]
+    pool_blocks = {b["address"] for s in owned for b in s["blocks"]}
+    assert not any(t.untyped_storage().data_ptr() in pool_blocks for t in others)
+    graph.replay()
+    assert y.cpu().eq(2).all()
+    graph.reset()
+    del y
+    remaining = [s for s in torch.foo.memory_snapshot() if tuple(s["segment_pool_id"]) == tuple(pool)]
+    assert remaining == []  # the pool's segments went back to the device
+
+
+def test_graphs_share_a_pool_handle():
+    pool = torch.foo.graph_pool_handle()
+    x = torch.ones(10, device="foo")
+    warm_up(lambda t: (t + 1, t - 1), x)
+    first, second = torch.foo.FooGraph(), torch.foo.FooGraph()
+    with torch.foo.graph(first, pool=pool):
+        a = x + 1
+    with torch.foo.graph(second, pool=pool):
+        b = x - 1
+    assert first.pool() == second.pool() == pool
+    ids = {tuple(s["segment_pool_id"]) for s in torch.foo.memory_snapshot()
+           if any(blk["address"] in (a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr())
+                  for blk in s["blocks"])}
+    assert ids == {tuple(pool)}
+    first.replay()
+    second.replay()
+    assert a.cpu().eq(2).all() and b.cpu().eq(0).all()
+
+
+def test_is_current_stream_capturing():
+    x = torch.ones(3, device="foo")
+    warm_up(torch.neg, x)
+    assert not torch.foo.is_current_stream_capturing()
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        torch.neg(x)
+        inside = torch.foo.is_current_stream_capturing()
+    assert inside and not torch.foo.is_current_stream_capturing()
+
+
+@pytest.mark.parametrize("operation", ["synchronize", "item", "cpu", "first_call", "random"])
+def test_what_would_wait_for_the_capturing_stream_raises(operation):
+    x = torch.ones(8, device="foo")
+    odd = torch.ones(5, 3, 11, device="foo")
+    warm_up(lambda t: t + 1, x)
+    graph = torch.foo.FooGraph()
+    with pytest.raises(RuntimeError, match=CAPTURE_ERROR):
+        with torch.foo.graph(graph):
+            x + 1
+            if operation == "synchronize":
+                torch.foo.synchronize()
+            elif operation == "item":
+                x.sum().item()
+            elif operation == "cpu":
+                x.cpu()
+            elif operation == "first_call":
+                torch.special.erfcx(odd)  # a signature this process has not run yet
+            else:
+                torch.rand(4, device="foo")
+    # The failed capture left the device usable.
+    graph.reset()
+    assert (x + 1).cpu().eq(2).all()
+    torch.foo.synchronize()
+
+
+def test_capture_on_the_default_stream_is_refused():
+    graph = torch.foo.FooGraph()
+    with pytest.raises(RuntimeError, match="default stream"):
+        graph.capture_begin()
+
+
+def test_compiled_kernels_are_captured():
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    x = torch.randn(64, device="foo")
+    with inductor_config.patch(compile_threads=1):
+        fn = torch.compile(lambda a: torch.sin(a) * 2 + 1)
+        warm_up(fn, x)
+        graph = torch.foo.FooGraph()
+        with torch.foo.graph(graph):
+            y = fn(x)
+    torch._dynamo.reset()
+    x.copy_(torch.linspace(-1, 1, 64))
+    graph.replay()
+    torch.testing.assert_close(y.cpu(), torch.sin(torch.linspace(-1, 1, 64)) * 2 + 1)
+
+
+def test_debug_dump_lists_the_captured_launches(tmp_path):
+    x = torch.ones(4, device="foo")
+    warm_up(lambda t: (t * 2).exp(), x)
+    graph = torch.foo.FooGraph()
+    graph.enable_debug_mode()
+    with torch.foo.graph(graph):
+        (x * 2).exp()
+    path = tmp_path / "graph.txt"
+    graph.debug_dump(str(path))
+    lines = path.read_text().splitlines()
+    assert lines[0] == "foo graph on foo:0, 2 launches"
+    assert lines[1:] == ["0 aten::mul kernel", "1 aten::exp kernel"]
+
+
+def test_a_whole_training_step_is_captured_and_replayed():
+    """Forward, backward and Adam(capturable=True) in one graph: replays train as eager CPU does."""
+    import copy
+
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    model = copy.deepcopy(reference).foo()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, capturable=True)
+    reference_optimizer = torch.optim.Adam(reference.parameters(), lr=0.01)
+    x, target = torch.randn(4, 8), torch.randn(4, 2)
+    static_x, static_target = x.foo(), target.foo()
+
+    def step(m, opt, a, t):
+        opt.zero_grad(set_to_none=False)
+        loss = torch.nn.functional.mse_loss(m(a), t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    warm_up(lambda: [step(model, optimizer, static_x, static_target) for _ in range(1)])  # 2 steps
+    for _ in range(2):
+        step(reference, reference_optimizer, x, target)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        static_loss = step(model, optimizer, static_x, static_target)
+    for _ in range(4):
+        graph.replay()
+        expected = step(reference, reference_optimizer, x, target)
+        torch.testing.assert_close(static_loss.cpu(), expected.detach())
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.cpu(), q.detach())
