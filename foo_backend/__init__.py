@@ -44,7 +44,7 @@ from .memory import (
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
-from .graphs import FooGraph, graph, graph_pool_handle, is_current_stream_capturing
+from .graphs import FooGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "set_rng_state", "set_rng_state_all", "_is_in_bad_fork", "amp", "get_amp_supported_dtype",
     "is_bf16_supported", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "StreamContext", "FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
+    "make_graphed_callables",
 ]
 
 def is_available() -> bool:

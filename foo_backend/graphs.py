@@ -12,13 +12,14 @@ outputs: warm the function up before capturing it, as CUDA asks). Random operato
 so they cannot be captured yet.
 """
 import gc
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
+from torch.utils import _pytree as pytree
 
 from ._utils import _C, _lazy_init
 
-__all__ = ["FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing"]
+__all__ = ["FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables"]
 
 
 def is_current_stream_capturing() -> bool:
@@ -58,18 +59,24 @@ class graph:
     synchronizes the device, frees cached memory, and captures on ``stream`` (default: a side stream of the
     current device, one per device) with the memory pool ``pool`` (default: the graph's own)."""
 
-    default_capture_streams: dict[int, torch.Stream] = {}
+    _default_capture_streams: dict[int, torch.Stream] = {}
 
     def __init__(self, foo_graph: FooGraph, pool: Optional[tuple[int, int]] = None,
                  stream: Optional[torch.Stream] = None, capture_error_mode: str = "global") -> None:
         _lazy_init()
-        device = torch.foo.current_device()
         if stream is None:
-            stream = self.default_capture_streams.setdefault(device, torch.foo.Stream(device))
+            stream = self.default_capture_stream(torch.foo.current_device())
         self.foo_graph = foo_graph
         self.pool = pool
         self.capture_error_mode = capture_error_mode
         self.stream_context = torch.foo.stream(stream)
+
+    @classmethod
+    def default_capture_stream(cls, device: int) -> torch.Stream:
+        """The side stream graphs of ``device`` are captured on unless told otherwise."""
+        if device not in cls._default_capture_streams:
+            cls._default_capture_streams[device] = torch.foo.Stream(device)
+        return cls._default_capture_streams[device]
 
     def __enter__(self) -> None:
         torch.foo.synchronize()
@@ -83,3 +90,121 @@ class graph:
             self.foo_graph.capture_end()
         finally:
             self.stream_context.__exit__(*exc_info)
+
+
+def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False,
+                           pool: Optional[tuple[int, int]] = None):
+    """Graphed versions of callables (functions or modules), as ``torch.cuda.make_graphed_callables``: each
+    one's forward and backward are captured once, on its ``sample_args`` (tensors only), and every later
+    call copies its arguments into the captured inputs, replays the forward graph, and, in backward, the
+    backward graph. A tuple of callables (with a tuple of sample-argument tuples) shares one memory pool and
+    must then be called in the order given. Modules must have no hooks, and only parameters may require
+    grad; arguments must come in the form of ``sample_args``.
+    """
+    if torch.is_autocast_enabled("foo") and torch.is_autocast_cache_enabled():
+        raise RuntimeError("make_graphed_callables does not support the autocast cache: use cache_enabled=False")
+    one_callable = not isinstance(callables, tuple)
+    if one_callable:
+        callables, sample_args = (callables,), (sample_args,)
+    flat_args = []
+    for fn, args in zip(callables, sample_args):
+        if isinstance(fn, torch.nn.Module):
+            if fn._backward_hooks or fn._forward_hooks or fn._forward_pre_hooks:
+                raise RuntimeError("make_graphed_callables: modules must have no hooks when they are graphed")
+            if any(b.requires_grad for b in fn.buffers()):
+                raise RuntimeError("make_graphed_callables: only a module's parameters may require grad, not buffers")
+        leaves = tuple(pytree.arg_tree_leaves(*args))
+        if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            raise TypeError("make_graphed_callables: sample_args may contain tensors only")
+        flat_args.append(leaves)
+    # What each graph reads: the arguments, then the module's parameters (whose gradients backward computes).
+    surfaces = [args + (tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ())
+                for fn, args in zip(callables, flat_args)]
+    pool = graph_pool_handle() if pool is None else pool
+
+    def backward_of(outputs, grad_outputs, surface):
+        needs_grad = [o for o in outputs if o.requires_grad]
+        if not needs_grad:
+            return None
+        return torch.autograd.grad(needs_grad, [t for t in surface if t.requires_grad],
+                                   grad_outputs=[g for g in grad_outputs if g is not None], only_inputs=True,
+                                   allow_unused=allow_unused_input)
+
+    # Warm-up on the stream the graphs are captured on: foo learns every operator's outputs, and autograd
+    # creates the gradient accumulators of the inputs there (a backward that moved to another stream would
+    # need an event, which a capture refuses).
+    torch.foo.synchronize()
+    capture_stream = graph.default_capture_stream(torch.foo.current_device())
+    with torch.foo.stream(capture_stream):
+        for fn, args, surface in zip(callables, sample_args, surfaces):
+            for _ in range(num_warmup_iters):
+                outputs = pytree.tree_leaves(fn(*args))
+                backward_of(outputs, [torch.empty_like(o) if o.requires_grad else None for o in outputs], surface)
+    torch.foo.synchronize()
+
+    forward_graphs, static_outputs, output_specs = [], [], []
+    for fn, args in zip(callables, sample_args):
+        forward_graph = FooGraph()
+        with graph(forward_graph, pool=pool):
+            outputs, spec = pytree.tree_flatten(fn(*args))
+        forward_graphs.append(forward_graph)
+        static_outputs.append(tuple(outputs))
+        output_specs.append(spec)
+    # Backward graphs in reverse order, as backward runs them.
+    backward_graphs, static_grad_outputs, static_grad_inputs = [None] * len(callables), [None] * len(callables), \
+        [None] * len(callables)
+    for i in reversed(range(len(callables))):
+        grad_outputs = tuple(torch.empty_like(o) if o.requires_grad else None for o in static_outputs[i])
+        backward_graph = FooGraph()
+        grads = None
+        if any(o.requires_grad for o in static_outputs[i]):
+            with graph(backward_graph, pool=pool):
+                grads = backward_of(static_outputs[i], grad_outputs, surfaces[i])
+        grads_iter = iter(grads or ())
+        static_grad_inputs[i] = tuple(next(grads_iter) if t.requires_grad and grads is not None else None
+                                      for t in surfaces[i])
+        backward_graphs[i], static_grad_outputs[i] = backward_graph, grad_outputs
+
+    graphed = tuple(_graphed_callable(fn, forward_graphs[i], backward_graphs[i], len(flat_args[i]), surfaces[i],
+                                      static_outputs[i], output_specs[i], static_grad_outputs[i], static_grad_inputs[i])
+                    for i, fn in enumerate(callables))
+    return graphed[0] if one_callable else graphed
+
+
+def _graphed_callable(fn, forward_graph, backward_graph, num_args, surface, outputs, output_spec, grad_outputs,
+                      grad_inputs) -> Callable:
+    """The replaying callable of one graphed function or module (an autograd.Function around the graphs)."""
+
+    class Graphed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            for static, given in zip(surface[:num_args], inputs[:num_args]):
+                if static.data_ptr() != given.data_ptr():
+                    static.copy_(given)
+            forward_graph.replay()
+            return tuple(o.detach() for o in outputs)
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, *grads):
+            for static, given in zip(grad_outputs, grads):
+                if static is not None and given is not None and static.data_ptr() != given.data_ptr():
+                    static.copy_(given)
+            backward_graph.replay()
+            # Clones: the next replay overwrites the static gradients.
+            return tuple(g.detach().clone() if g is not None else None for g in grad_inputs)
+
+    def run(*args, **kwargs):
+        flat = pytree.arg_tree_leaves(*args, **kwargs)
+        return pytree.tree_unflatten(Graphed.apply(*(tuple(flat) + surface[num_args:])), output_spec)
+
+    if isinstance(fn, torch.nn.Module):
+        # Graphed while training; in eval mode (or any other state than at capture) the module runs eagerly.
+        training = fn.training
+
+        def forward(*args, **kwargs):
+            return run(*args, **kwargs) if fn.training == training else fn.__class__.forward(fn, *args, **kwargs)
+
+        fn.forward = forward
+        return fn
+    return run

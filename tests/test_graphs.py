@@ -213,3 +213,67 @@ def test_a_whole_training_step_is_captured_and_replayed():
         torch.testing.assert_close(static_loss.cpu(), expected.detach())
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.cpu(), q.detach())
+
+
+@pytest.mark.filterwarnings("ignore:The AccumulateGrad node's stream")
+def test_make_graphed_callables_trains_a_module_as_eager_cpu():
+    import copy
+
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    module = copy.deepcopy(reference).foo()
+    graphed = torch.foo.make_graphed_callables(module, (torch.randn(4, 8, device="foo", requires_grad=True),))
+    optimizer = torch.optim.SGD(graphed.parameters(), lr=0.1)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(3):
+        data = torch.randn(4, 8)
+        x, x_ref = data.foo().requires_grad_(), data.clone().requires_grad_()
+        loss = graphed(x).square().sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        expected = reference(x_ref).square().sum()
+        expected.backward()
+        reference_optimizer.step()
+        reference_optimizer.zero_grad()
+        torch.testing.assert_close(loss.cpu(), expected.detach())
+        torch.testing.assert_close(x.grad.cpu(), x_ref.grad)
+    for p, q in zip(module.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.cpu(), q.detach())
+    # In eval mode (another state than at capture) the module runs eagerly.
+    graphed.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(graphed(torch.ones(2, 8, device="foo")).cpu(), reference.eval()(torch.ones(2, 8)))
+
+
+@pytest.mark.filterwarnings("ignore:The AccumulateGrad node's stream")
+def test_make_graphed_callables_of_functions_share_a_pool():
+    w = torch.randn(6, 6, device="foo", requires_grad=True)
+
+    def first(a):
+        return (a @ w).sin()
+
+    def second(b):
+        return b.square().sum(1)
+
+    a = torch.randn(3, 6, device="foo", requires_grad=True)
+    graphed_first, graphed_second = torch.foo.make_graphed_callables(
+        (first, second), ((a,), (torch.randn(3, 6, device="foo", requires_grad=True),)))
+    data = torch.randn(3, 6)
+    x = data.foo().requires_grad_()
+    out = graphed_second(graphed_first(x))
+    out.sum().backward()
+    x_ref, w_ref = data.clone().requires_grad_(), w.detach().cpu().requires_grad_()
+    expected = ((x_ref @ w_ref).sin()).square().sum(1)
+    expected.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+    torch.testing.assert_close(x.grad.cpu(), x_ref.grad)
+
+
+def test_make_graphed_callables_refuses_what_cuda_refuses():
+    module = torch.nn.Linear(2, 2).foo()
+    module.register_forward_hook(lambda *_: None)
+    with pytest.raises(RuntimeError, match="hooks"):
+        torch.foo.make_graphed_callables(module, (torch.ones(1, 2, device="foo"),))
+    with pytest.raises(TypeError, match="tensors only"):
+        torch.foo.make_graphed_callables(lambda a, k: a * k, (torch.ones(2, device="foo"), 3))

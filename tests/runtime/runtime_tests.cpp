@@ -512,8 +512,8 @@ RUNTIME_TEST(a_graph_records_launches_and_replays_them_in_order) {
   EXPECT(launched == 0);
   // Replays, on the capturing stream and on another one, run the work again, in order.
   EXPECT_OK(fooGraphLaunch(graph, 0, stream));
+  EXPECT_OK(fooStreamSynchronize(0, stream));  // (two streams would run the replays concurrently)
   EXPECT_OK(fooGraphLaunch(graph, 1, 0));  // a graph of launches on foo:0, run by a stream of foo:1
-  EXPECT_OK(fooStreamSynchronize(0, stream));
   EXPECT_OK(fooDeviceSynchronize(1));
   EXPECT((order == std::vector<int>{1, 2, 1, 2}));
   EXPECT(released == 0);
