@@ -277,3 +277,24 @@ def test_make_graphed_callables_refuses_what_cuda_refuses():
         torch.foo.make_graphed_callables(module, (torch.ones(1, 2, device="foo"),))
     with pytest.raises(TypeError, match="tensors only"):
         torch.foo.make_graphed_callables(lambda a, k: a * k, (torch.ones(2, device="foo"), 3))
+
+
+def test_copies_and_the_backends_own_operators_are_captured():
+    x = torch.randn(4, 8, device="foo")
+    weight = torch.randn(8, device="foo")
+    copy_target = torch.empty(4, 8, device="foo")
+
+    def work():
+        copy_target.copy_(x)  # a copy between foo tensors
+        return torch.ops.foo.rms_norm(copy_target, weight, 1e-6)
+
+    warm_up(work)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        out = work()
+    data = torch.randn(4, 8)
+    x.copy_(data)
+    graph.replay()
+    torch.testing.assert_close(copy_target.cpu(), data)
+    expected = data * torch.rsqrt(data.square().mean(-1, keepdim=True) + 1e-6) * weight.cpu()
+    torch.testing.assert_close(out.cpu(), expected)

@@ -513,10 +513,3 @@ def test_inductor_assumptions_foo_patches_work_around():
     # Kernel calls of a device that is not cpu/cuda/xpu/mps are refused: foo's wrapper writes its own.
     assert 'raise RuntimeError(f"device {device.type} nyi")' in inspect.getsource(
         PythonWrapperCodegen._generate_kernel_call_helper)
-
-
-def test_reduce_overhead_mode_says_why_it_runs_without_graphs():
-    x = torch.randn(8, device="foo")
-    with pytest.warns(UserWarning, match="reduce-overhead.*runs without graphs on foo.*torch.foo.graph"):
-        got = torch.compile(lambda a: a.cos() * 2, mode="reduce-overhead")(x)
-    torch.testing.assert_close(got.cpu(), x.cpu().cos() * 2)

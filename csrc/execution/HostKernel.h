@@ -78,6 +78,13 @@ class HostKernelCall {
       kernel();
     });
   }
+  // Queues `kernel` on the current stream: it owns what it uses (kernel views of arguments and of outputs
+  // allocated beforehand), as a kernel whose outputs are known before it runs (foo_backend.ops).
+  void queue(std::function<void()> kernel) {
+    prepare();
+    const std::string name = fooActivityIsEnabled() ? kernelName() : std::string();  // only a profile needs it
+    enqueueOnStream(device_, name.empty() ? nullptr : name.c_str(), std::move(kernel));
+  }
   // Runs a kernel that only computes metadata (a view's) at once, without waiting for the stream.
   template <class Kernel>
   void runMetadataOnly(Kernel&& kernel) {

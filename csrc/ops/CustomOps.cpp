@@ -2,7 +2,8 @@
 //
 // Each operator has one implementation written against CPU tensors, registered for CPU and for foo.
 // On foo it runs through HostKernelCall as every foo kernel does: outputs are allocated on the device
-// first, then the implementation runs on the kernel views of inputs and outputs, on the current stream.
+// first, then the implementation is queued on the current stream, to run on the kernel views of inputs and
+// outputs (so it owns them: it captures them by value), and a graph can capture it.
 // Fake (meta) implementations and autograd are registered from Python (foo_backend/ops.py).
 #include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
@@ -44,7 +45,7 @@ class KernelLaunch {
   template <class Body>
   void run(Body&& body) {
     if (kOnFoo) {
-      call_.run(body);
+      call_.queue(std::forward<Body>(body));
     } else {
       body();
     }
@@ -81,7 +82,7 @@ at::Tensor rmsNorm(const at::Tensor& input, const at::Tensor& weight, double eps
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   KernelLaunch<kOnFoo> launch("foo::rms_norm");
   at::Tensor x = launch(input), w = launch(weight), y = launch(output);
-  launch.run([&] {
+  launch.run([=]() mutable {
     const at::Tensor xc = x.contiguous(), wc = w.contiguous();
     const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "foo::rms_norm", [&] {
@@ -113,7 +114,7 @@ std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& grad, const
   KernelLaunch<kOnFoo> launch("foo::rms_norm_backward");
   at::Tensor g = launch(grad), x = launch(input), w = launch(weight);
   at::Tensor gx = launch(grad_input), gw = launch(grad_weight);
-  launch.run([&] {
+  launch.run([=]() mutable {
     const at::Tensor gc = g.contiguous(), xc = x.contiguous(), wc = w.contiguous();
     const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "foo::rms_norm_backward", [&] {
@@ -152,7 +153,7 @@ void addGelu_(const at::Tensor& self, const at::Tensor& other) {
               " does not broadcast to self of shape ", self.sizes());
   KernelLaunch<kOnFoo> launch("foo::add_gelu_");
   at::Tensor s = launch(self), o = launch(other);
-  launch.run([&] {
+  launch.run([=]() mutable {
     at::Tensor sc = s.contiguous();
     const at::Tensor oc = o.expand(s.sizes()).contiguous();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, s.scalar_type(), "foo::add_gelu_", [&] {
@@ -194,7 +195,7 @@ void sgdStep_(at::TensorList params, at::TensorList grads, at::TensorList moment
   }
   KernelLaunch<kOnFoo> launch("foo::sgd_step_");
   std::vector<at::Tensor> p = launch(params), g = launch(grads), b = launch(momentum_buffers);
-  launch.run([&] {
+  launch.run([=]() mutable {
     for (size_t i = 0; i < p.size(); ++i) {
       AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p[i].scalar_type(), "foo::sgd_step_", [&] {
         using acc_t = Acc<scalar_t>;

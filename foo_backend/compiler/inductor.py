@@ -13,10 +13,8 @@ kernels and ATen fallbacks are ordinary foo operator calls, on the same stream.
 """
 import ctypes
 import functools
-import warnings
 
 import torch
-from torch._inductor import config as inductor_config
 from torch._inductor import lowering as inductor_lowering
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor import utils as inductor_utils
@@ -109,12 +107,6 @@ class _FooKernelCalls:
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
 
-# Warned when torch.compile(mode="reduce-overhead") (config.triton.cudagraphs) compiles for foo.
-_NO_CUDAGRAPH_TREES = (
-    "foo: torch.compile(mode='reduce-overhead') runs without graphs on foo: Inductor's graph trees are written "
-    "for CUDA. Capture the compiled function with torch.foo.graph or torch.foo.make_graphed_callables instead")
-
-
 class FooWrapperCodegen(_FooKernelCalls, PythonWrapperCodegen):
     """The Python wrapper of a graph on foo: it imports foo's kernel compiler."""
 
@@ -122,8 +114,6 @@ class FooWrapperCodegen(_FooKernelCalls, PythonWrapperCodegen):
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if is_subgraph:
             return _FooSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        if inductor_config.triton.cudagraphs:
-            warnings.warn(_NO_CUDAGRAPH_TREES, stacklevel=2)
         return FooWrapperCodegen()
 
     def write_header(self):
