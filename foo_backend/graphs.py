@@ -151,8 +151,9 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
         static_outputs.append(tuple(outputs))
         output_specs.append(spec)
     # Backward graphs in reverse order, as backward runs them.
-    backward_graphs, static_grad_outputs, static_grad_inputs = [None] * len(callables), [None] * len(callables), \
-        [None] * len(callables)
+    backward_graphs = [None] * len(callables)
+    static_grad_outputs = [None] * len(callables)
+    static_grad_inputs = [None] * len(callables)
     for i in reversed(range(len(callables))):
         grad_outputs = tuple(torch.empty_like(o) if o.requires_grad else None for o in static_outputs[i])
         backward_graph = FooGraph()
@@ -171,6 +172,13 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
     return graphed[0] if one_callable else graphed
 
 
+def _fill(statics, values) -> None:
+    """Copies each value into its static tensor (the one a graph reads), unless it is that tensor already."""
+    for static, value in zip(statics, values):
+        if static is not None and value is not None and static.data_ptr() != value.data_ptr():
+            static.copy_(value)
+
+
 def _graphed_callable(fn, forward_graph, backward_graph, num_args, surface, outputs, output_spec, grad_outputs,
                       grad_inputs) -> Callable:
     """The replaying callable of one graphed function or module (an autograd.Function around the graphs)."""
@@ -178,18 +186,14 @@ def _graphed_callable(fn, forward_graph, backward_graph, num_args, surface, outp
     class Graphed(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *inputs):
-            for static, given in zip(surface[:num_args], inputs[:num_args]):
-                if static.data_ptr() != given.data_ptr():
-                    static.copy_(given)
+            _fill(surface[:num_args], inputs[:num_args])
             forward_graph.replay()
             return tuple(o.detach() for o in outputs)
 
         @staticmethod
         @torch.autograd.function.once_differentiable
         def backward(ctx, *grads):
-            for static, given in zip(grad_outputs, grads):
-                if static is not None and given is not None and static.data_ptr() != given.data_ptr():
-                    static.copy_(given)
+            _fill(grad_outputs, grads)
             backward_graph.replay()
             # Clones: the next replay overwrites the static gradients.
             return tuple(g.detach().clone() if g is not None else None for g in grad_inputs)

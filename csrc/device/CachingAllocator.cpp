@@ -66,11 +66,6 @@ struct BlockLess {
   }
 };
 
-// The settings of PYTORCH_ALLOC_CONF (PyTorch's AcceleratorAllocatorConfig, shared by accelerators; also
-// changed at run time by torch._C._accelerator_setAllocatorSettings): read at each use, as CUDA's allocator does.
-
-// Rounds a request up to a multiple of kMinBlockSize, or, with roundup_power2_divisions, up to the next of
-// that many equal divisions between two powers of two (fewer distinct sizes: less fragmentation).
 // The memory pool of graphs (CUDA's private pools): allocations made while a graph is captured come from
 // segments only such captures use, so memory a graph's replays write is never handed to other tensors.
 struct PrivatePool {
@@ -81,6 +76,11 @@ struct PrivatePool {
   int graphs = 0;     // the graphs using it; at 0 its free segments go back to the device
 };
 
+// The settings of PYTORCH_ALLOC_CONF (PyTorch's AcceleratorAllocatorConfig, shared by accelerators; also
+// changed at run time by torch._C._accelerator_setAllocatorSettings): read at each use, as CUDA's allocator does.
+
+// Rounds a request up to a multiple of kMinBlockSize, or, with roundup_power2_divisions, up to the next of
+// that many equal divisions between two powers of two (fewer distinct sizes: less fragmentation).
 size_t roundSize(size_t n) {
   if (n < kMinBlockSize) return kMinBlockSize;
   const size_t divisions = AcceleratorAllocatorConfig::roundup_power2_divisions(n);

@@ -72,8 +72,8 @@ class HostKernelCall {
   void run(Kernel&& kernel) {
     prepare();
     const c10::DeviceIndex device = device_;
-    const std::string name = fooActivityIsEnabled() ? kernelName() : std::string();  // only a profile needs it
-    runAfterStream(device, name.c_str(), [&] {
+    const std::string name = profiledKernelName();
+    runAfterStream(device, name.empty() ? nullptr : name.c_str(), [&] {
       RedirectHostAllocations redirect(device);
       kernel();
     });
@@ -82,7 +82,7 @@ class HostKernelCall {
   // allocated beforehand), as a kernel whose outputs are known before it runs (foo_backend.ops).
   void queue(std::function<void()> kernel) {
     prepare();
-    const std::string name = fooActivityIsEnabled() ? kernelName() : std::string();  // only a profile needs it
+    const std::string name = profiledKernelName();
     enqueueOnStream(device_, name.empty() ? nullptr : name.c_str(), std::move(kernel));
   }
   // Runs a kernel that only computes metadata (a view's) at once, without waiting for the stream.
@@ -114,6 +114,9 @@ class HostKernelCall {
   c10::DeviceIndex device() const { return device_; }
   // The name of the operator's kernel in a profile (distinct from the operator's own row).
   std::string kernelName() const { return std::string(op_name_) + " kernel"; }
+  // kernelName() while the runtime traces launches, else empty: only a profile needs it, and a call that
+  // learns no launch plan would build it each time.
+  std::string profiledKernelName() const { return fooActivityIsEnabled() ? kernelName() : std::string(); }
   // The dispatch keys of the CPU kernel: nested tensors' when an argument is one.
   c10::DispatchKeySet cpuKernelKeys() const {
     return c10::DispatchKeySet(nested_ ? c10::DispatchKey::NestedTensorCPU : c10::DispatchKey::CPU);

@@ -79,7 +79,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const c10::DeviceIndex device = isFoo(src) ? src.device().index() : dst.device().index();
   const bool host_side = !isFoo(src) || !isFoo(dst);
   const at::Tensor& host = isFoo(src) ? dst : src;
-  const bool async = host_side ? non_blocking && isPinned(host.storage().data()) : src.device() == dst.device();
+  const bool pinned_host = host_side && isPinned(host.storage().data());
+  const bool async = host_side ? non_blocking && pinned_host : src.device() == dst.device();
   if (!host_side && !async) {
     // The other device's queued work may still use its tensor.
     const c10::DeviceIndex other = dst.device().index();
@@ -91,7 +92,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   c10::Storage shared;
   if (!host_side && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
   at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : (async ? hostAlias(src) : src);
-  const char* name = copyName(isFoo(src), isFoo(dst), host_side && isPinned(host.storage().data()));
+  const char* name = copyName(isFoo(src), isFoo(dst), pinned_host);
   if (!async) {
     runAfterStream(device, name, [&] {
       at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);

@@ -45,8 +45,7 @@ struct Task {
   bool marker = false;
   TracedLaunch* traced = nullptr;  // when activity tracing follows it
   fooReleaseFn release = nullptr;  // called after fn ran (a task that may be captured has one)
-  fooActivityKind kind = fooActivityKindKernel;
-  const char* name = nullptr;
+  const char* name = nullptr;      // what a capture calls it
 };
 
 // Runs a task once, then gives its argument back.
@@ -62,7 +61,6 @@ struct GraphNodes {
     fooKernelFn fn;
     void* arg;
     fooReleaseFn release;
-    fooActivityKind kind;
     std::string name;
   };
   std::vector<Node> nodes;
@@ -119,13 +117,15 @@ class Stream {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!capture_) return fooErrorInvalidValue;
     *graph = std::move(capture_);
-    capture_.reset();
     return fooSuccess;
   }
 
-  bool idle() {
+  // fooSuccess when all its work is done, fooErrorNotReady while some is not, and
+  // fooErrorStreamCaptureUnsupported while it captures (one lock: synchronous runs ask it every time).
+  fooError_t query() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return completed_ == submitted_;
+    if (capture_) return fooErrorStreamCaptureUnsupported;
+    return completed_ == submitted_ ? fooSuccess : fooErrorNotReady;
   }
 
   uint64_t launched() {
@@ -133,12 +133,15 @@ class Stream {
     return submitted_;
   }
 
-  void synchronize() {
+  // Waits for the work launched so far; refused while it captures.
+  fooError_t synchronize() {
     std::unique_lock<std::mutex> lock(mutex_);
+    if (capture_) return fooErrorStreamCaptureUnsupported;
     const uint64_t target = submitted_;
     ++waiters_;
     work_done_.wait(lock, [&] { return completed_ >= target; });
     --waiters_;
+    return fooSuccess;
   }
 
  private:
@@ -179,7 +182,7 @@ class Stream {
   fooError_t capture(const Task& task) {
     if (task.marker || task.release == nullptr) return fooErrorStreamCaptureUnsupported;
     delete task.traced;  // nothing runs now: nothing to trace
-    capture_->nodes.push_back({task.fn, task.arg, task.release, task.kind, task.name != nullptr ? task.name : "kernel"});
+    capture_->nodes.push_back({task.fn, task.arg, task.release, task.name != nullptr ? task.name : "kernel"});
     return fooSuccess;
   }
 
@@ -313,7 +316,7 @@ fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, voi
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
   TracedLaunch* traced = traceLaunch(device, stream, kind, name, "fooLaunchKernel");
-  const fooError_t error = launchTask(device, stream, Task{fn, arg, false, traced, release, kind, name});
+  const fooError_t error = launchTask(device, stream, Task{fn, arg, false, traced, release, name});
   if (error != fooSuccess) delete traced;  // a capture refused it: nothing was launched
   return error;
 }
@@ -324,9 +327,14 @@ fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn f
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
   Stream& queue = streamOf(device, stream);
-  if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
+  fooError_t state = queue.query();
+  if (state == fooErrorStreamCaptureUnsupported) return state;
   TracedLaunch* traced = traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous");
-  if (!queue.idle()) queue.synchronize();
+  if (state == fooErrorNotReady) state = queue.synchronize();
+  if (state != fooSuccess) {  // a capture began meanwhile
+    delete traced;
+    return state;
+  }
   if (traced != nullptr) traced->call_end_ns = activityClockNs();
   runTraced(traced, fn, arg);
   return fooSuccess;
@@ -342,25 +350,22 @@ fooError_t fooStreamGetLaunchCount(int device, fooStream_t stream, uint64_t* cou
 fooError_t fooStreamQuery(int device, fooStream_t stream) {
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  Stream& queue = streamOf(device, stream);
-  if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
-  return queue.idle() ? fooSuccess : fooErrorNotReady;
+  return streamOf(device, stream).query();
 }
 
 fooError_t fooStreamSynchronize(int device, fooStream_t stream) {
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  Stream& queue = streamOf(device, stream);
-  if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
-  queue.synchronize();
-  return fooSuccess;
+  return streamOf(device, stream).synchronize();
 }
 
 fooError_t fooDeviceSynchronize(int device) {
   if (!validDevice(device)) return fooErrorInvalidDevice;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (deviceCapturing(device)) return fooErrorStreamCaptureUnsupported;
-  for (Stream& stream : g_devices[device].streams) stream.synchronize();
+  for (Stream& stream : g_devices[device].streams) {
+    if (const fooError_t error = stream.synchronize(); error != fooSuccess) return error;  // a capture began meanwhile
+  }
   return fooSuccess;
 }
 
