@@ -65,60 +65,44 @@ void synchronizeDevice(c10::DeviceIndex device) {
 
 bool onStreamWorker() { return t_on_stream_worker; }
 
-namespace {
+KernelThreadSettings KernelThreadSettings::current() { return {at::get_num_threads(), denormalFlags()}; }
 
-// The per-thread settings that change what a CPU kernel computes: its intra-op thread count (which
-// decides how reductions and matmuls split their work) and, on x86, whether denormals are flushed
-// (torch.set_flush_denormal). A queued kernel runs with those of the thread that launched it.
-struct KernelThreadSettings {
-  int num_threads;
-  unsigned denormal_flags;
-
-  static KernelThreadSettings current() { return {at::get_num_threads(), denormalFlags()}; }
-
-  // Makes them this thread's; cheap when they already are.
-  void apply() const {
-    if (at::get_num_threads() != num_threads) at::set_num_threads(num_threads);
+void KernelThreadSettings::apply() const {
+  if (at::get_num_threads() != num_threads) at::set_num_threads(num_threads);
 #if defined(__x86_64__)
-    if (denormalFlags() != denormal_flags) _mm_setcsr((_mm_getcsr() & ~kDenormalBits) | denormal_flags);
+  if (denormalFlags() != denormal_flags) _mm_setcsr((_mm_getcsr() & ~kDenormalBits) | denormal_flags);
 #endif
-  }
+}
 
- private:
+unsigned KernelThreadSettings::denormalFlags() {
 #if defined(__x86_64__)
-  static constexpr unsigned kDenormalBits = 0x8040;  // MXCSR flush-to-zero and denormals-are-zero
-  static unsigned denormalFlags() { return _mm_getcsr() & kDenormalBits; }
+  return _mm_getcsr() & kDenormalBits;
 #else
-  static unsigned denormalFlags() { return 0; }
+  return 0;
 #endif
-};
+}
 
-}  // namespace
-
-void enqueueOnStream(c10::DeviceIndex device, const char* name, std::function<void()> kernel, fooActivityKind kind) {
+void QueuedWork::enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
+                         fooActivityKind kind) {
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
-  struct Launch {
-    std::function<void()> kernel;
-    c10::DeviceIndex device;
-    KernelThreadSettings settings;
-  };
-  auto* launch = new Launch{std::move(kernel), device, KernelThreadSettings::current()};
+  work->device_ = device;
+  work->settings_ = KernelThreadSettings::current();
   const fooError_t error = fooLaunchKernelEx(
       device, currentStream(device),
       [](void* arg) {
-        auto* launch = static_cast<Launch*>(arg);
+        auto* work = static_cast<QueuedWork*>(arg);
         t_on_stream_worker = true;
         try {
-          launch->settings.apply();
-          launch->kernel();
+          work->settings_.apply();
+          work->run();
         } catch (...) {
-          detail::recordAsyncError(launch->device, std::current_exception());
+          detail::recordAsyncError(work->device_, std::current_exception());
         }
         t_on_stream_worker = false;
       },
-      launch, [](void* arg) { delete static_cast<Launch*>(arg); }, kind, name);
-  if (error != fooSuccess) delete launch;
+      work.get(), [](void* arg) { delete static_cast<QueuedWork*>(arg); }, kind, name);
   FOO_CHECK(error);
+  work.release();  // the runtime gives it back through the release function
   if (fooLaunchBlocking()) checkAsyncErrors(device);  // it ran inline: its error belongs to this call
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <type_traits>
 
 #include "device/Common.h"
@@ -70,13 +71,51 @@ void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
   if (call.error) std::rethrow_exception(call.error);
 }
 
+// The per-thread settings that change what a CPU kernel computes: its intra-op thread count (which
+// decides how reductions and matmuls split their work) and, on x86, whether denormals are flushed
+// (torch.set_flush_denormal). A queued kernel runs with those of the thread that launched it.
+struct KernelThreadSettings {
+  int num_threads = 1;
+  unsigned denormal_flags = 0;
+
+  static KernelThreadSettings current();
+  // Makes them this thread's; cheap when they already are.
+  void apply() const;
+
+ private:
+  static constexpr unsigned kDenormalBits = 0x8040;  // x86's MXCSR flush-to-zero and denormals-are-zero
+  static unsigned denormalFlags();
+};
+
+// Work queued on a stream by enqueueOnStream: one allocation holding the kernel and what it owns.
+class QueuedWork {
+ public:
+  virtual ~QueuedWork() = default;
+  static void enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
+                      fooActivityKind kind);
+
+ private:
+  virtual void run() = 0;
+  c10::DeviceIndex device_ = -1;
+  KernelThreadSettings settings_;
+};
+
 // Queues `kernel()` on `device`'s current stream and returns at once. The kernel must own (capture by
 // value) every tensor it touches, which also keeps their memory from being reused before it runs. An
 // exception it throws is raised by the next synchronization of the device, as CUDA reports
-// asynchronous errors (with FOO_LAUNCH_BLOCKING=1, it runs inline and raises at once).
+// asynchronous errors (with FOO_LAUNCH_BLOCKING=1, it runs inline and raises at once). It is destroyed
+// on a host thread after it ran (see fooLaunchKernelEx).
 // Activity tracing records it as work of the stream, named `name`.
-void enqueueOnStream(c10::DeviceIndex device, const char* name, std::function<void()> kernel,
-                     fooActivityKind kind = fooActivityKindKernel);
+template <class Kernel>
+void enqueueOnStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
+                     fooActivityKind kind = fooActivityKindKernel) {
+  struct Work final : QueuedWork {
+    explicit Work(Kernel&& k) : kernel(std::forward<Kernel>(k)) {}
+    void run() override { kernel(); }
+    std::decay_t<Kernel> kernel;
+  };
+  QueuedWork::enqueue(std::make_unique<Work>(std::forward<Kernel>(kernel)), device, name, kind);
+}
 
 // True on a stream's worker thread, inside a kernel queued by enqueueOnStream: such code must not
 // wait for the device (its own stream would wait for itself).

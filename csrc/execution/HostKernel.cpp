@@ -146,55 +146,62 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   return findLaunchPlan(signature_);
 }
 
-std::vector<at::Tensor> HostKernelCall::launch(std::shared_ptr<LaunchPlan> plan, QueuedKernel kernel) {
-  std::vector<at::Tensor> outputs;
-  c10::SmallVector<at::Tensor, 4> fresh_views;  // per output: a kernel view of a fresh output, else undefined
+PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs) {
+  PlannedRun run(c10::impl::tls_local_dispatch_key_set());
   outputs.reserve(plan->outputs.size());
   for (const LaunchPlan::Output& spec : plan->outputs) {
     if (spec.kind == LaunchPlan::Output::kArgument) {
       outputs.push_back(*aliases_[spec.argument].foo);
-      fresh_views.emplace_back();
+      run.output_views_.emplace_back();
     } else if (spec.kind == LaunchPlan::Output::kFresh) {
       outputs.push_back(freshOutput(spec));
-      fresh_views.push_back(kernelView(outputs.back()));
+      run.output_views_.push_back(kernelView(outputs.back()));
     } else {
       outputs.emplace_back();
-      fresh_views.emplace_back();
+      run.output_views_.emplace_back();
     }
   }
-  const char* kernel_name = plan->kernel_name.c_str();  // the plan, which holds it, outlives the launch call
-  enqueueOnStream(device_, kernel_name, [plan = std::move(plan), kernel = std::move(kernel), views = std::move(fresh_views),
-                              keys = c10::impl::tls_local_dispatch_key_set(), op = op_name_] {
-    c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys);
-    OutputHints hints;
-    for (const at::Tensor& view : views)
-      if (view.defined() && view.storage().nbytes() > 0) hints.push_back({view.storage().mutable_data(), view.storage().nbytes()});
-    std::vector<at::Tensor> results;
-    results.reserve(views.size());
-    {
-      OfferOutputHints offer(hints);
-      kernel(results);
-    }
-    bool matches = results.size() == views.size();
-    for (size_t i = 0; matches && i < views.size(); ++i)
-      matches = !views[i].defined() || (results[i].defined() && sameMetadata(results[i], plan->outputs[i]));
-    if (!matches) {
-      plan->stale = true;
-      TORCH_CHECK(false, op, " returned outputs of other shapes than an earlier call with the same arguments: "
-                  "its outputs depend on its inputs' values, and it will run synchronously from now on");
-    }
-    // Results the kernel did not write in place may sit in another output's memory (it allocated them
-    // in another order): they are all taken out before any is copied to its output.
-    c10::SmallVector<size_t, 4> misplaced;
-    for (size_t i = 0; i < views.size(); ++i) {
-      if (views[i].defined() && results[i].storage().data() != views[i].storage().data()) misplaced.push_back(i);
-    }
-    if (misplaced.size() > 1) {
-      for (size_t i : misplaced) results[i] = results[i].clone();
-    }
-    for (size_t i : misplaced) views[i].copy_(results[i]);
-  });
-  return outputs;
+  for (Alias& a : aliases_) run.input_views_.push_back(std::move(a.view));
+  run.plan_ = std::move(plan);
+  run.op_name_ = op_name_;
+  return run;
+}
+
+PlannedRun::~PlannedRun() {
+  for (at::Tensor& view : input_views_) recycleKernelView(std::move(view));
+  for (at::Tensor& view : output_views_) recycleKernelView(std::move(view));
+}
+
+void PlannedRun::execute(c10::function_ref<void(std::vector<at::Tensor>&)> kernel) {
+  c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys_);
+  const c10::SmallVector<at::Tensor, 4>& views = output_views_;
+  OutputHints hints;
+  for (const at::Tensor& view : views)
+    if (view.defined() && view.storage().nbytes() > 0) hints.push_back({view.storage().mutable_data(), view.storage().nbytes()});
+  std::vector<at::Tensor> results;
+  results.reserve(views.size());
+  {
+    OfferOutputHints offer(hints);
+    kernel(results);
+  }
+  bool matches = results.size() == views.size();
+  for (size_t i = 0; matches && i < views.size(); ++i)
+    matches = !views[i].defined() || (results[i].defined() && sameMetadata(results[i], plan_->outputs[i]));
+  if (!matches) {
+    plan_->stale = true;
+    TORCH_CHECK(false, op_name_, " returned outputs of other shapes than an earlier call with the same arguments: "
+                "its outputs depend on its inputs' values, and it will run synchronously from now on");
+  }
+  // Results the kernel did not write in place may sit in another output's memory (it allocated them
+  // in another order): they are all taken out before any is copied to its output.
+  c10::SmallVector<size_t, 4> misplaced;
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views[i].defined() && results[i].storage().data() != views[i].storage().data()) misplaced.push_back(i);
+  }
+  if (misplaced.size() > 1) {
+    for (size_t i : misplaced) results[i] = results[i].clone();
+  }
+  for (size_t i : misplaced) views[i].copy_(results[i]);
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {

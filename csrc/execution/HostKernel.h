@@ -13,10 +13,11 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
-#include <functional>
 #include <optional>
 #include <memory>
 #include <vector>
@@ -26,6 +27,34 @@
 #include "execution/LaunchPlan.h"
 
 namespace foo {
+
+// The part of a queued launch that does not depend on the kernel: it offers the kernel the outputs the
+// host allocated, checks the kernel's results against the plan, and afterwards hands the kernel views
+// back to the pool of the host thread that destroys it (see KernelViews.h).
+class PlannedRun {
+ public:
+  PlannedRun(PlannedRun&&) = default;
+  ~PlannedRun();
+  void execute(c10::function_ref<void(std::vector<at::Tensor>&)> kernel);
+  const char* kernelName() const { return plan_->kernel_name.c_str(); }
+
+ private:
+  friend class HostKernelCall;
+  explicit PlannedRun(c10::impl::LocalDispatchKeySet keys) : keys_(keys) {}
+  std::shared_ptr<LaunchPlan> plan_;
+  c10::SmallVector<at::Tensor, 4> output_views_;  // per output: a kernel view of a fresh output, else undefined
+  c10::SmallVector<at::Tensor, 4> input_views_;   // the kernel views of the call's foo arguments
+  c10::impl::LocalDispatchKeySet keys_;            // the caller's, which the kernel runs with
+  const char* op_name_ = nullptr;
+};
+
+// A queued launch: the kernel is destroyed before the run that recycles the views it held.
+template <class Kernel>
+struct PlannedLaunch {
+  PlannedRun run;
+  Kernel kernel;
+  void operator()() { run.execute(kernel); }
+};
 
 class HostKernelCall {
  public:
@@ -95,11 +124,17 @@ class HostKernelCall {
 
   // The plan of an earlier call with this signature, when this call may be queued; else nullptr.
   std::shared_ptr<LaunchPlan> plan();
-  // A kernel that can be queued: it owns what it uses and appends its results (flattened) to the vector.
-  using QueuedKernel = std::function<void(std::vector<at::Tensor>&)>;
   // Allocates the outputs `plan` describes, queues `kernel` on the current stream and returns the
-  // outputs (flattened, as the kernel returns them) at once.
-  std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, QueuedKernel kernel);
+  // outputs (flattened, as the kernel returns them) at once. `kernel(results)` owns what it uses and
+  // appends its results (flattened) to `results`.
+  template <class Kernel>
+  std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel) {
+    std::vector<at::Tensor> outputs;
+    PlannedRun run = planRun(std::move(plan), outputs);
+    const char* name = run.kernelName();  // the plan, which holds it, outlives the launch call
+    enqueueOnStream(device_, name, PlannedLaunch<Kernel>{std::move(run), std::move(kernel)});
+    return outputs;
+  }
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
   // grouped as `structure` says) as the plan for later calls with this signature.
   void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);
@@ -137,6 +172,8 @@ class HostKernelCall {
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
   at::Tensor wrap(c10::Storage storage, const at::Tensor& like) const;
   at::Tensor freshOutput(const LaunchPlan::Output& spec) const;
+  // Allocates the outputs of `plan` into `outputs`; the run takes over the call's kernel views.
+  PlannedRun planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs);
 
   const char* op_name_;
   LaunchSignature signature_;

@@ -110,13 +110,14 @@ class ViewPool {
     return view;
   }
   void give(at::Tensor&& view) {
-    if (free_.size() < kCapacity && !view.is_nested() && view.use_count() == 1 && view.storage().use_count() == 1) {
+    if (free_.size() < kCapacity && view.defined() && !view.is_nested() && view.use_count() == 1 &&
+        view.storage().use_count() == 1) {
       free_.push_back(std::move(view));
     }
   }
 
  private:
-  static constexpr size_t kCapacity = 16;
+  static constexpr size_t kCapacity = 64;  // the views of the launches in flight come back in batches
   std::vector<at::Tensor> free_;
 };
 

@@ -48,7 +48,7 @@ struct Task {
   const char* name = nullptr;      // what a capture calls it
 };
 
-// Runs a task once, then gives its argument back.
+// Runs a task once, then gives its argument back (FOO_LAUNCH_BLOCKING's inline runs).
 void runTask(const Task& task) {
   runTraced(task.traced, task.fn, task.arg);
   if (task.release != nullptr) task.release(task.arg);
@@ -75,10 +75,12 @@ class Stream {
   // cannot be recorded: it may free its argument as it runs).
   fooError_t launch(Task task) {
     bool wake = false;
+    FinishedTasks finished;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (capture_) return capture(task);
       if (!worker_started_) {
+        finished_.reserve(kMaxFinished);
         std::thread([this] { work(); }).detach();  // streams live as long as the process
         worker_started_ = true;
       }
@@ -86,6 +88,9 @@ class Stream {
       ++submitted_;
       queued_.store(queue_.size(), std::memory_order_release);
       wake = worker_sleeping_;
+      // Not for event records: the caching allocator records them under its lock, which a release
+      // (freeing a kernel's tensors) would take again.
+      if (!task.marker) takeFinished(finished);
     }
     if (wake) work_ready_.notify_one();
     return fooSuccess;
@@ -123,8 +128,10 @@ class Stream {
   // fooSuccess when all its work is done, fooErrorNotReady while some is not, and
   // fooErrorStreamCaptureUnsupported while it captures (one lock: synchronous runs ask it every time).
   fooError_t query() {
+    FinishedTasks finished;
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_) return fooErrorStreamCaptureUnsupported;
+    takeFinished(finished);
     return completed_ == submitted_ ? fooSuccess : fooErrorNotReady;
   }
 
@@ -135,13 +142,23 @@ class Stream {
 
   // Waits for the work launched so far; refused while it captures.
   fooError_t synchronize() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (capture_) return fooErrorStreamCaptureUnsupported;
-    const uint64_t target = submitted_;
-    ++waiters_;
-    work_done_.wait(lock, [&] { return completed_ >= target; });
-    --waiters_;
-    return fooSuccess;
+    for (;;) {  // the finished tasks it releases may hold more than one batch
+      FinishedTasks finished;
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (capture_) return fooErrorStreamCaptureUnsupported;
+      const uint64_t target = submitted_;
+      if (completed_ < target) {
+        // Polls briefly before sleeping, as CUDA's host spins while a short wait is likely: a wake-up
+        // costs more than the small kernels a host typically waits for.
+        lock.unlock();
+        pollFor([&] { return completed_count_.load(std::memory_order_acquire) >= target; });
+        lock.lock();
+        ++waiters_;
+        work_done_.wait(lock, [&] { return completed_ >= target; });
+        --waiters_;
+      }
+      if (takeFinished(finished)) return fooSuccess;
+    }
   }
 
  private:
@@ -152,11 +169,18 @@ class Stream {
         // A host launching small kernels queues the next one within microseconds: polling briefly
         // before sleeping spares each launch a wake-up (as CUDA's driver spins while it waits).
         lock.unlock();
-        const auto deadline = std::chrono::steady_clock::now() + kPollBeforeSleeping;
-        while (queued_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < deadline) {
-          std::this_thread::yield();
-        }
+        pollFor([&] { return queued_.load(std::memory_order_acquire) != 0; });
         lock.lock();
+        if (queue_.empty() && !finished_.empty()) {
+          // Idle: gives back what no host thread came for, so nothing stays held while the stream sleeps.
+          {
+            FinishedTasks finished;
+            takeFinished(finished);
+            lock.unlock();
+          }
+          lock.lock();
+          continue;
+        }
         worker_sleeping_ = true;
         work_ready_.wait(lock, [&] { return !queue_.empty(); });
         worker_sleeping_ = false;
@@ -164,18 +188,57 @@ class Stream {
       const Task task = queue_.front();
       queue_.pop_front();
       queued_.store(queue_.size(), std::memory_order_release);
-      if (!task.marker) {
-        lock.unlock();
-        runTask(task);
-        lock.lock();
-      }
-      ++completed_;
       if (task.marker) {
+        completed_count_.store(++completed_, std::memory_order_release);
         task.fn(task.arg);
         task.release(task.arg);
+      } else {
+        lock.unlock();
+        runTraced(task.traced, task.fn, task.arg);
+        lock.lock();
+        completed_count_.store(++completed_, std::memory_order_release);
+        if (task.release != nullptr) {
+          if (finished_.size() < kMaxFinished) {
+            finished_.push_back({task.release, task.arg});
+          } else {
+            lock.unlock();
+            task.release(task.arg);
+            lock.lock();
+          }
+        }
       }
       if (waiters_ > 0) work_done_.notify_all();
     }
+  }
+
+  // Waits up to kPollBeforeSleeping for `ready()`, yielding the core meanwhile.
+  template <class Ready>
+  static void pollFor(Ready&& ready) {
+    const auto deadline = std::chrono::steady_clock::now() + kPollBeforeSleeping;
+    while (!ready() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  }
+
+  // Tasks that ran, whose arguments a host thread gives back (see finished_).
+  struct Finished {
+    fooReleaseFn release;
+    void* arg;
+  };
+  // A batch of them, given back when it goes out of scope (declared before the lock it is filled under).
+  struct FinishedTasks {
+    Finished tasks[32];  // not initialised: filled up to `count`
+    size_t count = 0;
+    ~FinishedTasks() {
+      for (size_t i = 0; i < count; ++i) tasks[i].release(tasks[i].arg);
+    }
+  };
+
+  // Under the lock: moves a batch of finished tasks to `out`; returns whether none is left.
+  bool takeFinished(FinishedTasks& out) {
+    while (!finished_.empty() && out.count < std::size(out.tasks)) {
+      out.tasks[out.count++] = finished_.back();
+      finished_.pop_back();
+    }
+    return finished_.empty();
   }
 
   // Under the lock, while capturing.
@@ -187,6 +250,7 @@ class Stream {
   }
 
   static constexpr std::chrono::microseconds kPollBeforeSleeping{50};
+  static constexpr size_t kMaxFinished = 1024;
 
   std::mutex mutex_;
   std::condition_variable work_ready_;
@@ -195,10 +259,16 @@ class Stream {
   std::atomic<size_t> queued_{0};  // queue_.size(), readable without the lock
   uint64_t submitted_ = 0;
   uint64_t completed_ = 0;
+  std::atomic<uint64_t> completed_count_{0};  // completed_, readable without the lock
   int waiters_ = 0;
   bool worker_started_ = false;
   bool worker_sleeping_ = false;
   std::shared_ptr<GraphNodes> capture_;  // the graph being captured, if any
+  // Tasks that ran, waiting for their arguments to be given back by the next host thread that launches
+  // on, queries or synchronizes the stream: the host allocated them, and memory freed on the thread that
+  // allocated it stays in that thread's cache (a worker freeing it contends with the host for the heap's
+  // lock on every launch). Past kMaxFinished, or once the stream idles, the worker gives them back itself.
+  std::vector<Finished> finished_;
 };
 
 struct DeviceStreams {
