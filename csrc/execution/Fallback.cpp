@@ -125,11 +125,14 @@ void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_
   stack->erase(args_begin, stack->end());
   const std::vector<int> structure = plan->structure;
   std::vector<at::Tensor> outputs =
-      call.launch(std::move(plan), [op, args = std::move(args)](std::vector<at::Tensor>& results) mutable {
-        torch::jit::Stack kernel_stack = args;  // a copy: a graph's replay runs the kernel again
-        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &kernel_stack);
-        flattenTensors(kernel_stack.data(), kernel_stack.size(), results, nullptr);
-      });
+      call.launch(
+          std::move(plan),
+          [op, args = std::move(args)](c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>& results) mutable {
+            torch::jit::Stack kernel_stack = args;  // a copy: a graph's replay runs the kernel again
+            op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &kernel_stack);
+            flattenTensors(kernel_stack.data(), kernel_stack.size(), results, nullptr);
+          },
+          /*views_on_worker=*/false);  // the boxed arguments hold the views argument() returned
   size_t next = 0;
   for (int length : structure) {
     if (length < 0) {

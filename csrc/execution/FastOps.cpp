@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <array>
 #include <tuple>
 #include <type_traits>
 
@@ -92,6 +93,34 @@ at::OptionalIntArrayRef pass(std::optional<std::vector<int64_t>>& values) {
   return values ? at::OptionalIntArrayRef(*values) : std::nullopt;
 }
 
+// A queued kernel builds its own kernel views on the stream's worker: the tensor arguments that are
+// kernel views leave the queued argument tuple (the host recycles them) and remember their slot.
+int detachView(const HostKernelCall& call, at::Tensor& t) {
+  const int slot = call.viewSlot(t);
+  if (slot >= 0) t = at::Tensor();
+  return slot;
+}
+
+int detachView(const HostKernelCall& call, std::optional<at::Tensor>& t) {
+  return t ? detachView(call, *t) : -1;
+}
+
+template <class T>
+int detachView(const HostKernelCall&, T&) {
+  return -1;
+}
+
+void attachView(at::Tensor& t, int slot, c10::ArrayRef<at::Tensor> views) {
+  if (slot >= 0) t = views[slot];
+}
+
+void attachView(std::optional<at::Tensor>& t, int slot, c10::ArrayRef<at::Tensor> views) {
+  if (slot >= 0) attachView(*t, slot, views);
+}
+
+template <class T>
+void attachView(T&, int, c10::ArrayRef<at::Tensor>) {}
+
 void appendResults(const at::Tensor& result, std::vector<at::Tensor>& results) { results.push_back(result); }
 
 template <class... Tensors>
@@ -149,6 +178,15 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
   static constexpr bool kReturnsArgument = std::is_reference_v<Result>;
   static constexpr char kId = 0;  // identifies the operator in launch signatures
 
+  static void bindViews(HostArgs& host, const std::array<int, sizeof...(Args)>& slots, c10::ArrayRef<at::Tensor> views) {
+    bindViews(host, slots, views, std::index_sequence_for<Args...>());
+  }
+  template <size_t... I>
+  static void bindViews(HostArgs& host, const std::array<int, sizeof...(Args)>& slots, c10::ArrayRef<at::Tensor> views,
+                        std::index_sequence<I...>) {
+    (attachView(std::get<I>(host), slots[I], views), ...);
+  }
+
   static decltype(auto) runOnCpu(HostArgs& host) {
     return std::apply([](auto&... a) -> decltype(auto) { return CpuKernel::run(pass(a)...); }, host);
   }
@@ -157,14 +195,22 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
     HostKernelCall call(Op::name, &kId);
     HostArgs host{HostArg<Args>::convert(call, args)...};  // braces: arguments join the signature in order
     if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
-      std::vector<at::Tensor> outputs =
-          call.launch(std::move(plan), [host = std::move(host)](std::vector<at::Tensor>& results) mutable {
+      std::array<int, sizeof...(Args)> slots = std::apply(
+          [&](auto&... a) { return std::array<int, sizeof...(Args)>{detachView(call, a)...}; }, host);
+      std::vector<at::Tensor> outputs = call.launch(
+          std::move(plan),
+          [host = std::move(host), slots](c10::ArrayRef<at::Tensor> views, std::vector<at::Tensor>& results) {
+            // A copy on the worker: the closure stays as the host wrote it (a graph replays it), and the
+            // views go back to the worker's pool with the copy.
+            HostArgs bound = host;
+            bindViews(bound, slots, views);
             if constexpr (kReturnsArgument) {
-              runOnCpu(host);
+              runOnCpu(bound);
             } else {
-              appendResults(runOnCpu(host), results);
+              appendResults(runOnCpu(bound), results);
             }
-          });
+          },
+          /*views_on_worker=*/true);
       if constexpr (kReturnsArgument) {
         return returnedArgument(args...);
       } else {

@@ -56,7 +56,7 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
         kernelView(nested.get_unsafe_storage_as_tensor()), nested.get_nested_sizes(), nested.get_nested_strides(),
         nested.get_storage_offsets());
     c10::StorageImpl* view_storage_impl = view.storage().unsafeGetStorageImpl();
-    aliases_.push_back({std::move(t), view, view_storage_impl});
+    aliases_.push_back({std::move(t), view, view_storage_impl, aliases_.size()});
     return view;
   }
   c10::TensorImpl* impl = t->unsafeGetTensorImpl();
@@ -77,7 +77,7 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
   at::Tensor view = kernelView(*t, std::move(view_storage));
   signature_.tensor(view, aliases_.size(), storage_slot);
   c10::StorageImpl* view_storage_impl = view.storage().unsafeGetStorageImpl();
-  aliases_.push_back({std::move(t), view, view_storage_impl});
+  aliases_.push_back({std::move(t), view, view_storage_impl, storage_slot});
   return view;
 }
 
@@ -146,47 +146,57 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   return findLaunchPlan(signature_);
 }
 
-PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs) {
+int HostKernelCall::viewSlot(const at::Tensor& t) const {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  for (size_t slot = 0; slot < aliases_.size(); ++slot)
+    if (aliases_[slot].view.unsafeGetTensorImpl() == impl) return static_cast<int>(slot);
+  return -1;
+}
+
+PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs,
+                                   bool views_on_worker) {
   PlannedRun run(c10::impl::tls_local_dispatch_key_set());
   outputs.reserve(plan->outputs.size());
   for (const LaunchPlan::Output& spec : plan->outputs) {
     if (spec.kind == LaunchPlan::Output::kArgument) {
       outputs.push_back(*aliases_[spec.argument].foo);
-      run.output_views_.emplace_back();
+      run.outputs_.emplace_back();
     } else if (spec.kind == LaunchPlan::Output::kFresh) {
       outputs.push_back(freshOutput(spec));
-      run.output_views_.push_back(kernelView(outputs.back()));
+      run.outputs_.emplace_back(KernelViewSpec(outputs.back()));
     } else {
       outputs.emplace_back();
-      run.output_views_.emplace_back();
+      run.outputs_.emplace_back();
     }
   }
-  for (Alias& a : aliases_) run.input_views_.push_back(std::move(a.view));
+  if (views_on_worker) {
+    for (const Alias& a : aliases_) run.inputs_.push_back({KernelViewSpec(*a.foo), a.storage_slot});
+  }
   run.plan_ = std::move(plan);
   run.op_name_ = op_name_;
   return run;
 }
 
-PlannedRun::~PlannedRun() {
-  for (at::Tensor& view : input_views_) recycleKernelView(std::move(view));
-  for (at::Tensor& view : output_views_) recycleKernelView(std::move(view));
-}
-
-void PlannedRun::execute(c10::function_ref<void(std::vector<at::Tensor>&)> kernel) {
+void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel) {
   c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys_);
-  const c10::SmallVector<at::Tensor, 4>& views = output_views_;
+  // This thread's own views: made from its pool, given back to it below.
+  c10::SmallVector<at::Tensor, 4> views;
+  for (size_t slot = 0; slot < inputs_.size(); ++slot) {
+    const Input& input = inputs_[slot];
+    views.push_back(kernelView(input.spec, input.storage_slot < slot ? views[input.storage_slot].storage() : c10::Storage()));
+  }
   OutputHints hints;
-  for (const at::Tensor& view : views)
-    if (view.defined() && view.storage().nbytes() > 0) hints.push_back({view.storage().mutable_data(), view.storage().nbytes()});
+  for (const std::optional<KernelViewSpec>& output : outputs_)
+    if (output && output->storage_nbytes > 0) hints.push_back({output->data, output->storage_nbytes});
   std::vector<at::Tensor> results;
-  results.reserve(views.size());
+  results.reserve(outputs_.size());
   {
     OfferOutputHints offer(hints);
-    kernel(results);
+    kernel(views, results);
   }
-  bool matches = results.size() == views.size();
-  for (size_t i = 0; matches && i < views.size(); ++i)
-    matches = !views[i].defined() || (results[i].defined() && sameMetadata(results[i], plan_->outputs[i]));
+  bool matches = results.size() == outputs_.size();
+  for (size_t i = 0; matches && i < outputs_.size(); ++i)
+    matches = !outputs_[i] || (results[i].defined() && sameMetadata(results[i], plan_->outputs[i]));
   if (!matches) {
     plan_->stale = true;
     TORCH_CHECK(false, op_name_, " returned outputs of other shapes than an earlier call with the same arguments: "
@@ -195,13 +205,15 @@ void PlannedRun::execute(c10::function_ref<void(std::vector<at::Tensor>&)> kerne
   // Results the kernel did not write in place may sit in another output's memory (it allocated them
   // in another order): they are all taken out before any is copied to its output.
   c10::SmallVector<size_t, 4> misplaced;
-  for (size_t i = 0; i < views.size(); ++i) {
-    if (views[i].defined() && results[i].storage().data() != views[i].storage().data()) misplaced.push_back(i);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (outputs_[i] && results[i].storage().data() != outputs_[i]->data) misplaced.push_back(i);
   }
   if (misplaced.size() > 1) {
     for (size_t i : misplaced) results[i] = results[i].clone();
   }
-  for (size_t i : misplaced) views[i].copy_(results[i]);
+  for (size_t i : misplaced) kernelView(*outputs_[i]).copy_(results[i]);
+  results.clear();
+  for (at::Tensor& view : views) recycleKernelView(std::move(view));
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {

@@ -28,27 +28,30 @@
 
 namespace foo {
 
-// The part of a queued launch that does not depend on the kernel: it offers the kernel the outputs the
-// host allocated, checks the kernel's results against the plan, and afterwards hands the kernel views
-// back to the pool of the host thread that destroys it (see KernelViews.h).
+// The part of a queued launch that does not depend on the kernel: on the stream's worker it builds the
+// kernel views of the call's foo arguments (when the kernel asked for them: see HostKernelCall::launch),
+// offers the kernel the outputs the host allocated, and checks the kernel's results against the plan.
 class PlannedRun {
  public:
   PlannedRun(PlannedRun&&) = default;
-  ~PlannedRun();
-  void execute(c10::function_ref<void(std::vector<at::Tensor>&)> kernel);
+  // `kernel(views, results)`: `views` are the kernel views of the call's foo arguments, by slot.
+  void execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel);
   const char* kernelName() const { return plan_->kernel_name.c_str(); }
 
  private:
   friend class HostKernelCall;
   explicit PlannedRun(c10::impl::LocalDispatchKeySet keys) : keys_(keys) {}
+  struct Input {
+    KernelViewSpec spec;
+    size_t storage_slot;  // the first slot with the same storage: their views share one
+  };
   std::shared_ptr<LaunchPlan> plan_;
-  c10::SmallVector<at::Tensor, 4> output_views_;  // per output: a kernel view of a fresh output, else undefined
-  c10::SmallVector<at::Tensor, 4> input_views_;   // the kernel views of the call's foo arguments
-  c10::impl::LocalDispatchKeySet keys_;            // the caller's, which the kernel runs with
+  c10::SmallVector<Input, 4> inputs_;
+  c10::SmallVector<std::optional<KernelViewSpec>, 2> outputs_;  // per output: a fresh output, else nullopt
+  c10::impl::LocalDispatchKeySet keys_;  // the caller's, which the kernel runs with
   const char* op_name_ = nullptr;
 };
 
-// A queued launch: the kernel is destroyed before the run that recycles the views it held.
 template <class Kernel>
 struct PlannedLaunch {
   PlannedRun run;
@@ -125,16 +128,21 @@ class HostKernelCall {
   // The plan of an earlier call with this signature, when this call may be queued; else nullptr.
   std::shared_ptr<LaunchPlan> plan();
   // Allocates the outputs `plan` describes, queues `kernel` on the current stream and returns the
-  // outputs (flattened, as the kernel returns them) at once. `kernel(results)` owns what it uses and
-  // appends its results (flattened) to `results`.
+  // outputs (flattened, as the kernel returns them) at once. `kernel(views, results)` owns what it uses
+  // and appends its results (flattened) to `results`. With `views_on_worker`, `views` are kernel views of
+  // the call's foo arguments made on the worker, by slot (see viewSlot); else it is empty, and the kernel
+  // holds the views argument() returned.
   template <class Kernel>
-  std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel) {
+  std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel, bool views_on_worker) {
     std::vector<at::Tensor> outputs;
-    PlannedRun run = planRun(std::move(plan), outputs);
+    PlannedRun run = planRun(std::move(plan), outputs, views_on_worker);
     const char* name = run.kernelName();  // the plan, which holds it, outlives the launch call
     enqueueOnStream(device_, name, PlannedLaunch<Kernel>{std::move(run), std::move(kernel)});
     return outputs;
   }
+  // The slot of a kernel view argument() returned (the position of its foo tensor among the call's
+  // distinct foo tensors), or -1 for any other tensor.
+  int viewSlot(const at::Tensor& t) const;
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
   // grouped as `structure` says) as the plan for later calls with this signature.
   void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);
@@ -162,6 +170,7 @@ class HostKernelCall {
     c10::MaybeOwned<at::Tensor> foo;
     at::Tensor view;
     c10::StorageImpl* view_storage;
+    size_t storage_slot;  // the first alias with the same storage
   };
 
   at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
@@ -172,8 +181,8 @@ class HostKernelCall {
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
   at::Tensor wrap(c10::Storage storage, const at::Tensor& like) const;
   at::Tensor freshOutput(const LaunchPlan::Output& spec) const;
-  // Allocates the outputs of `plan` into `outputs`; the run takes over the call's kernel views.
-  PlannedRun planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs);
+  // Allocates the outputs of `plan` into `outputs`.
+  PlannedRun planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs, bool views_on_worker);
 
   const char* op_name_;
   LaunchSignature signature_;

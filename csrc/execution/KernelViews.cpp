@@ -123,49 +123,77 @@ class ViewPool {
 
 thread_local ViewPool t_view_pool;
 
-// A CPU tensor with `t`'s metadata over `data`, which it does not own.
-at::Tensor aliasView(const at::Tensor& t, void* data, c10::Allocator* allocator, c10::Storage view_storage) {
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+// The metadata of a view.
+struct ViewLayout {
+  caffe2::TypeMeta dtype;
+  c10::IntArrayRef sizes, strides;
+  int64_t storage_offset;
+  size_t storage_nbytes;
+  bool conj, neg;
+};
+
+// A CPU tensor with `layout` over `data`, which it does not own.
+at::Tensor aliasView(const ViewLayout& layout, void* data, c10::Allocator* allocator, c10::Storage view_storage) {
   c10::DataPtr kernel_data(data, c10::Device(c10::kCPU));
   at::Tensor view = t_view_pool.take();
   if (!view.defined()) {
     if (!view_storage) {
       view_storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-          c10::StorageImpl::use_byte_size_t(), storage->nbytes(), std::move(kernel_data), allocator,
+          c10::StorageImpl::use_byte_size_t(), layout.storage_nbytes, std::move(kernel_data), allocator,
           /*resizable=*/allocator != nullptr));
     }
     view = at::detail::make_tensor<c10::TensorImpl>(std::move(view_storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                    t.dtype());
+                                                    layout.dtype);
   } else {
     c10::TensorImpl* view_impl = view.unsafeGetTensorImpl();
     if (!view_storage) {
       c10::StorageImpl* recycled = view_impl->storage().unsafeGetStorageImpl();
       recycled->set_data_ptr_noswap(std::move(kernel_data));
-      recycled->set_nbytes(storage->nbytes());
+      recycled->set_nbytes(layout.storage_nbytes);
       recycled->set_allocator(allocator);
       recycled->set_resizable(allocator != nullptr);
       view_storage = view_impl->storage();
     }
-    view_impl->set_storage_and_dtype(std::move(view_storage), t.dtype());
+    view_impl->set_storage_and_dtype(std::move(view_storage), layout.dtype);
   }
   c10::TensorImpl* view_impl = view.unsafeGetTensorImpl();
-  view_impl->set_sizes_and_strides(impl->sizes(), impl->strides(), impl->storage_offset());
-  view_impl->_set_conj(impl->is_conj());
-  view_impl->_set_neg(impl->is_neg());
+  view_impl->set_sizes_and_strides(layout.sizes, layout.strides, layout.storage_offset);
+  view_impl->_set_conj(layout.conj);
+  view_impl->_set_neg(layout.neg);
   return view;
+}
+
+ViewLayout layoutOf(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return {t.dtype(), impl->sizes(), impl->strides(), impl->storage_offset(), impl->storage().nbytes(),
+          impl->is_conj(), impl->is_neg()};
 }
 
 }  // namespace
 
+KernelViewSpec::KernelViewSpec(const at::Tensor& foo_tensor)
+    : data(fooKernelAddress(foo_tensor.storage().data())),
+      storage_nbytes(foo_tensor.storage().nbytes()),
+      device(foo_tensor.device().index()),
+      dtype(foo_tensor.dtype()),
+      storage_offset(foo_tensor.storage_offset()),
+      sizes(foo_tensor.sizes().begin(), foo_tensor.sizes().end()),
+      strides(foo_tensor.strides().begin(), foo_tensor.strides().end()),
+      conj(foo_tensor.is_conj()),
+      neg(foo_tensor.is_neg()) {}
+
+at::Tensor kernelView(const KernelViewSpec& spec, c10::Storage view_storage) {
+  return aliasView({spec.dtype, spec.sizes, spec.strides, spec.storage_offset, spec.storage_nbytes, spec.conj, spec.neg},
+                   spec.data, kernelViewAllocator(spec.device), std::move(view_storage));
+}
+
 at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
   // Resizable through the device's kernel-view allocator: an out= resize reallocates on the device.
-  return aliasView(t, fooKernelAddress(t.storage().data()), kernelViewAllocator(t.device().index()),
+  return aliasView(layoutOf(t), fooKernelAddress(t.storage().data()), kernelViewAllocator(t.device().index()),
                    std::move(view_storage));
 }
 
-at::Tensor hostAlias(const at::Tensor& t) { return aliasView(t, t.storage().mutable_data(), nullptr, {}); }
-
+at::Tensor hostAlias(const at::Tensor& t) { return aliasView(layoutOf(t), t.storage().mutable_data(), nullptr, {}); }
 
 void recycleKernelView(at::Tensor&& view) { t_view_pool.give(std::move(view)); }
 

@@ -20,6 +20,22 @@ namespace foo {
 // A CPU tensor aliasing `foo_tensor`'s memory through the kernel mapping. Views of one foo storage that
 // meet in one kernel must share `view_storage`, so that the kernel's overlap checks see them alias.
 at::Tensor kernelView(const at::Tensor& foo_tensor, c10::Storage view_storage = {});
+// A kernel view described by value: a snapshot of a foo tensor's metadata, which a queued kernel turns
+// into a kernel view on its stream's worker. The worker then creates and recycles its views itself, and
+// the host never touches objects the worker wrote (each such access costs a transfer between caches).
+struct KernelViewSpec {
+  KernelViewSpec() = default;
+  explicit KernelViewSpec(const at::Tensor& foo_tensor);
+  void* data = nullptr;  // the storage's start, through the kernel mapping
+  size_t storage_nbytes = 0;
+  c10::DeviceIndex device = -1;
+  caffe2::TypeMeta dtype;
+  int64_t storage_offset = 0;
+  c10::SmallVector<int64_t, 5> sizes, strides;
+  bool conj = false, neg = false;
+};
+// The kernel view `spec` describes; `view_storage` as kernelView's.
+at::Tensor kernelView(const KernelViewSpec& spec, c10::Storage view_storage = {});
 // A CPU tensor aliasing host tensor `t`'s memory without owning it, for work queued on a stream.
 at::Tensor hostAlias(const at::Tensor& t);
 // Hands a view back once its kernel is done: a per-thread pool reuses its TensorImpl and StorageImpl,

@@ -131,8 +131,8 @@ class Stream {
     FinishedTasks finished;
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_) return fooErrorStreamCaptureUnsupported;
-    takeFinished(finished);
-    return completed_ == submitted_ ? fooSuccess : fooErrorNotReady;
+    const bool all_taken = takeFinished(finished);
+    return completed_ == submitted_ && releasing_ == 0 && all_taken ? fooSuccess : fooErrorNotReady;
   }
 
   uint64_t launched() {
@@ -153,10 +153,12 @@ class Stream {
         lock.unlock();
         pollFor([&] { return completed_count_.load(std::memory_order_acquire) >= target; });
         lock.lock();
-        ++waiters_;
-        work_done_.wait(lock, [&] { return completed_ >= target; });
-        --waiters_;
       }
+      // Returns once the work is done and the worker gives nothing back any more: what the work held is
+      // then released, as on return from a synchronization before arguments were given back late.
+      ++waiters_;
+      work_done_.wait(lock, [&] { return completed_ >= target && releasing_ == 0; });
+      --waiters_;
       if (takeFinished(finished)) return fooSuccess;
     }
   }
@@ -173,12 +175,15 @@ class Stream {
         lock.lock();
         if (queue_.empty() && !finished_.empty()) {
           // Idle: gives back what no host thread came for, so nothing stays held while the stream sleeps.
+          ++releasing_;
           {
             FinishedTasks finished;
             takeFinished(finished);
             lock.unlock();
           }
           lock.lock();
+          --releasing_;
+          if (waiters_ > 0) work_done_.notify_all();
           continue;
         }
         worker_sleeping_ = true;
@@ -196,16 +201,16 @@ class Stream {
         lock.unlock();
         runTraced(task.traced, task.fn, task.arg);
         lock.lock();
-        completed_count_.store(++completed_, std::memory_order_release);
         if (task.release != nullptr) {
           if (finished_.size() < kMaxFinished) {
             finished_.push_back({task.release, task.arg});
-          } else {
+          } else {  // given back here, before the task counts as done
             lock.unlock();
             task.release(task.arg);
             lock.lock();
           }
         }
+        completed_count_.store(++completed_, std::memory_order_release);
       }
       if (waiters_ > 0) work_done_.notify_all();
     }
@@ -261,6 +266,7 @@ class Stream {
   uint64_t completed_ = 0;
   std::atomic<uint64_t> completed_count_{0};  // completed_, readable without the lock
   int waiters_ = 0;
+  int releasing_ = 0;  // batches of finished tasks the worker is giving back
   bool worker_started_ = false;
   bool worker_sleeping_ = false;
   std::shared_ptr<GraphNodes> capture_;  // the graph being captured, if any

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -519,6 +520,60 @@ RUNTIME_TEST(a_graph_records_launches_and_replays_them_in_order) {
   EXPECT(released == 0);
   EXPECT_OK(fooGraphDestroy(graph));
   EXPECT(released == 2);  // each captured argument, once
+}
+
+// A launch's argument that records who gave it back.
+struct Released {
+  std::atomic<int> count{0};
+  std::atomic<std::thread::id> by{};
+  static void run(void*) {}
+  static void release(void* arg) {
+    auto* r = static_cast<Released*>(arg);
+    r->by = std::this_thread::get_id();
+    ++r->count;
+  }
+};
+
+RUNTIME_TEST(the_next_launch_on_a_stream_gives_back_what_its_finished_work_held) {
+  fooStream_t stream = 0;
+  EXPECT_OK(fooStreamCreate(0, &stream, 0));
+  Gate before, after;
+  Released argument;
+  fooEvent_t ran = nullptr;
+  EXPECT_OK(fooEventCreate(&ran, 0));
+  // The stream never idles in between (gates before and after), so its worker gives nothing back itself.
+  EXPECT_OK(fooLaunchKernel(0, stream, &Gate::wait, &before));
+  EXPECT_OK(fooLaunchKernelEx(0, stream, &Released::run, &argument, &Released::release, fooActivityKindKernel, nullptr));
+  EXPECT_OK(fooEventRecord(ran, 0, stream));
+  EXPECT_OK(fooLaunchKernel(0, stream, &Gate::wait, &after));
+  before.open.set_value();
+  EXPECT_OK(fooEventSynchronize(ran));
+  EXPECT(argument.count == 0);  // done, not yet given back: an event says nothing about it
+  EXPECT_OK(fooLaunchKernel(0, stream, &nothing, nullptr));
+  EXPECT(argument.count == 1 && argument.by.load() == std::this_thread::get_id());
+  after.open.set_value();
+  EXPECT_OK(fooStreamSynchronize(0, stream));
+  EXPECT(argument.count == 1);  // once
+  EXPECT_OK(fooEventDestroy(ran));
+}
+
+RUNTIME_TEST(a_synchronization_returns_once_the_work_it_waited_for_is_given_back) {
+  for (int round = 0; round < 200; ++round) {  // the worker and the host race to give it back
+    Released argument;
+    EXPECT_OK(fooLaunchKernelEx(0, 0, &Released::run, &argument, &Released::release, fooActivityKindKernel, nullptr));
+    EXPECT_OK(round % 2 == 0 ? fooStreamSynchronize(0, 0) : fooDeviceSynchronize(0));
+    EXPECT(argument.count == 1);
+  }
+}
+
+RUNTIME_TEST(an_idle_stream_gives_back_what_its_finished_work_held) {
+  Released argument;
+  EXPECT_OK(fooLaunchKernelEx(0, 0, &Released::run, &argument, &Released::release, fooActivityKindKernel, nullptr));
+  // No host call on the stream: its worker gives the argument back once it idles (waited for, up to 2 minutes).
+  for (int waited_ms = 0; argument.count == 0 && waited_ms < 120000; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT(argument.count == 1 && argument.by.load() != std::this_thread::get_id());
 }
 
 RUNTIME_TEST(a_destroyed_graph_keeps_what_a_queued_replay_needs) {
