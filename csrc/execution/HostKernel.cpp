@@ -171,6 +171,9 @@ PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector
   }
   if (views_on_worker) {
     for (const Alias& a : aliases_) run.inputs_.push_back({KernelViewSpec(*a.foo), a.storage_slot});
+    int capturing = 0;
+    FOO_CHECK(fooStreamIsCapturing(device_, currentStream(device_), &capturing));
+    run.captured_ = capturing != 0;
   }
   run.plan_ = std::move(plan);
   run.op_name_ = op_name_;
@@ -179,12 +182,7 @@ PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector
 
 void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel) {
   c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys_);
-  // This thread's own views: made from its pool, given back to it below.
-  c10::SmallVector<at::Tensor, 4> views;
-  for (size_t slot = 0; slot < inputs_.size(); ++slot) {
-    const Input& input = inputs_[slot];
-    views.push_back(kernelView(input.spec, input.storage_slot < slot ? views[input.storage_slot].storage() : c10::Storage()));
-  }
+  c10::SmallVector<at::Tensor, 4> views = inputViews();
   OutputHints hints;
   for (const std::optional<KernelViewSpec>& output : outputs_)
     if (output && output->storage_nbytes > 0) hints.push_back({output->data, output->storage_nbytes});
@@ -213,7 +211,25 @@ void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::
   }
   for (size_t i : misplaced) kernelView(*outputs_[i]).copy_(results[i]);
   results.clear();
-  for (at::Tensor& view : views) recycleKernelView(std::move(view));
+  if (!captured_) {
+    for (at::Tensor& view : views) recycleKernelView(std::move(view));
+  }
+}
+
+c10::SmallVector<at::Tensor, 4> PlannedRun::inputViews() {
+  std::unique_lock<std::mutex> keeping;
+  if (captured_) {
+    keeping = std::unique_lock<std::mutex>(views_mutex_);
+    if (!kept_views_.empty() || inputs_.empty()) return kept_views_;
+  }
+  // This thread's own views, made from its pool (and given back to it after the run, unless kept).
+  c10::SmallVector<at::Tensor, 4> views;
+  for (size_t slot = 0; slot < inputs_.size(); ++slot) {
+    const Input& input = inputs_[slot];
+    views.push_back(kernelView(input.spec, input.storage_slot < slot ? views[input.storage_slot].storage() : c10::Storage()));
+  }
+  if (captured_) kept_views_ = views;
+  return views;
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {

@@ -20,6 +20,7 @@
 
 #include <optional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "device/Stream.h"
@@ -33,19 +34,31 @@ namespace foo {
 // offers the kernel the outputs the host allocated, and checks the kernel's results against the plan.
 class PlannedRun {
  public:
-  PlannedRun(PlannedRun&&) = default;
+  PlannedRun(PlannedRun&& other) noexcept
+      : plan_(std::move(other.plan_)),
+        captured_(other.captured_),
+        inputs_(std::move(other.inputs_)),
+        outputs_(std::move(other.outputs_)),
+        keys_(other.keys_),
+        op_name_(other.op_name_) {}
   // `kernel(views, results)`: `views` are the kernel views of the call's foo arguments, by slot.
   void execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel);
   const char* kernelName() const { return plan_->kernel_name.c_str(); }
 
  private:
   friend class HostKernelCall;
+  // The kernel views of the inputs, made on this thread (or kept from an earlier run of a captured launch).
+  c10::SmallVector<at::Tensor, 4> inputViews();
   explicit PlannedRun(c10::impl::LocalDispatchKeySet keys) : keys_(keys) {}
   struct Input {
     KernelViewSpec spec;
     size_t storage_slot;  // the first slot with the same storage: their views share one
   };
   std::shared_ptr<LaunchPlan> plan_;
+  // A captured launch runs at each replay of its graph: it keeps the views it made on its first run.
+  bool captured_ = false;
+  std::mutex views_mutex_;  // replays of one graph on two streams may run it at once
+  c10::SmallVector<at::Tensor, 4> kept_views_;
   c10::SmallVector<Input, 4> inputs_;
   c10::SmallVector<std::optional<KernelViewSpec>, 2> outputs_;  // per output: a fresh output, else nullopt
   c10::impl::LocalDispatchKeySet keys_;  // the caller's, which the kernel runs with

@@ -37,6 +37,9 @@ bool launchBlocking() {
   return blocking;
 }
 
+// How many streams capture (of any device): while none does, nobody needs a stream's lock to know.
+std::atomic<int> g_capturing_streams{0};
+
 struct Task {
   fooKernelFn fn;
   void* arg;
@@ -107,6 +110,7 @@ class Stream {
   }
 
   bool capturing() {
+    if (g_capturing_streams.load(std::memory_order_acquire) == 0) return false;  // the common case, lock-free
     std::lock_guard<std::mutex> lock(mutex_);
     return capture_ != nullptr;
   }
@@ -115,6 +119,7 @@ class Stream {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_) return fooErrorStreamCaptureUnsupported;
     capture_ = std::make_shared<GraphNodes>();
+    g_capturing_streams.fetch_add(1, std::memory_order_release);
     return fooSuccess;
   }
 
@@ -122,6 +127,7 @@ class Stream {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!capture_) return fooErrorInvalidValue;
     *graph = std::move(capture_);
+    g_capturing_streams.fetch_sub(1, std::memory_order_release);
     return fooSuccess;
   }
 
