@@ -12,18 +12,29 @@ int64_t bitsOf(double value) {
   return bits;
 }
 
-struct WordsHash {
-  size_t operator()(const std::vector<int64_t>& words) const {
-    size_t h = words.size();
-    for (int64_t w : words) h = h * 1000003u ^ static_cast<size_t>(w);
-    return h;
-  }
+size_t hashOf(c10::ArrayRef<int64_t> words) {
+  size_t h = words.size();
+  for (int64_t w : words) h = h * 1000003u ^ static_cast<size_t>(w);
+  return h;
+}
+
+// The plans learnt on this thread, by their signature's hash (a lookup builds no key).
+struct LearntPlan {
+  std::vector<int64_t> words;
+  std::shared_ptr<LaunchPlan> plan;
 };
 
 // Per host thread (the autograd engine's threads learn their own): no locking on the hot path.
 // Bounded: a program that keeps changing shapes only relearns.
 constexpr size_t kMaxPlans = 4096;
-thread_local std::unordered_map<std::vector<int64_t>, std::shared_ptr<LaunchPlan>, WordsHash> t_plans;
+thread_local std::unordered_multimap<size_t, LearntPlan> t_plans;
+
+LearntPlan* findLearnt(c10::ArrayRef<int64_t> words, size_t hash) {
+  auto [begin, end] = t_plans.equal_range(hash);
+  for (auto it = begin; it != end; ++it)
+    if (c10::ArrayRef<int64_t>(it->second.words) == words) return &it->second;
+  return nullptr;
+}
 
 }  // namespace
 
@@ -124,17 +135,20 @@ void LaunchSignature::add(const c10::IValue& value) {
 
 std::shared_ptr<LaunchPlan> findLaunchPlan(const LaunchSignature& signature) {
   if (!signature.allowed()) return nullptr;
-  auto found = t_plans.find(signature.words());
-  if (found == t_plans.end() || found->second->stale.load(std::memory_order_relaxed)) return nullptr;
-  return found->second;
+  const LearntPlan* found = findLearnt(signature.words(), hashOf(signature.words()));
+  if (found == nullptr || found->plan->stale.load(std::memory_order_relaxed)) return nullptr;
+  return found->plan;
 }
 
 void rememberLaunchPlan(const LaunchSignature& signature, std::shared_ptr<LaunchPlan> plan) {
   if (!signature.allowed()) return;
+  const size_t hash = hashOf(signature.words());
+  if (LearntPlan* learnt = findLearnt(signature.words(), hash)) {
+    if (!learnt->plan->stale.load(std::memory_order_relaxed)) learnt->plan = std::move(plan);
+    return;  // a stale plan stays: data-dependent after all, the signature stays synchronous
+  }
   if (t_plans.size() >= kMaxPlans) t_plans.clear();
-  std::shared_ptr<LaunchPlan>& slot = t_plans[signature.words()];
-  if (slot && slot->stale.load(std::memory_order_relaxed)) return;  // data-dependent after all: stays synchronous
-  slot = std::move(plan);
+  t_plans.emplace(hash, LearntPlan{signature.words().vec(), std::move(plan)});
 }
 
 }  // namespace foo

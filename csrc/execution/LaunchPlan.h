@@ -12,7 +12,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/DefaultDtype.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/OptionalArrayRef.h>
+#include <c10/util/SmallVector.h>
 
 #include <array>
 #include <atomic>
@@ -28,7 +30,6 @@ namespace foo {
 class LaunchSignature {
  public:
   explicit LaunchSignature(const void* op) {
-    words_.reserve(48);
     words_.push_back(reinterpret_cast<intptr_t>(op));
     // The one process-wide setting that changes outputs' metadata: the default dtype (the dtype of an
     // integer division, or of an integer tensor times a Python float).
@@ -68,7 +69,7 @@ class LaunchSignature {
 
   void forbid() { allowed_ = false; }
   bool allowed() const { return allowed_; }
-  const std::vector<int64_t>& words() const { return words_; }
+  c10::ArrayRef<int64_t> words() const { return words_; }
 
  private:
   enum Tag : int64_t { kUndefined = 1, kTensor, kNone, kInt, kBool, kDouble, kComplex, kList, kString, kDevice, kHostScalar };
@@ -80,7 +81,7 @@ class LaunchSignature {
     words_.push_back(value);
   }
 
-  std::vector<int64_t> words_;
+  c10::SmallVector<int64_t, 48> words_;  // on the stack: a call's signature allocates nothing
   bool allowed_ = true;
 };
 
