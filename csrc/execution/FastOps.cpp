@@ -35,52 +35,58 @@
 namespace foo {
 namespace {
 
-// How each parameter type reaches the CPU kernel: tensors become kernel views, the rest is copied into
-// a value the kernel can own (a queued kernel outlives the caller's arguments). Every argument joins
-// the call's launch signature.
+// How each parameter type reaches the CPU kernel, in two steps: sign() adds the argument to the call's
+// launch signature; take() returns what the kernel receives (as a value it can own: a queued kernel
+// outlives the caller's arguments). A tensor becomes its kernel view, or, when the call is queued, a
+// placeholder that the queued kernel fills with the view it makes on the stream's worker (slot()).
 template <class T>
 struct HostArg {
   using type = std::decay_t<T>;
-  static type convert(HostKernelCall& call, const type& value) { return call.argument(value); }
+  static void sign(HostKernelCall& call, const type& value) { call.argument(value); }
+  static type take(HostKernelCall&, const type& value, bool) { return value; }
+  static int slot(const HostKernelCall&, const type&) { return -1; }
+};
+
+template <HostKernelCall::TensorUse kUse>
+struct TensorArg {
+  using type = at::Tensor;
+  static void sign(HostKernelCall& call, const at::Tensor& t) { call.sign(t, kUse); }
+  static at::Tensor take(HostKernelCall& call, const at::Tensor& t, bool queued) { return call.take(t, kUse, queued); }
+  static int slot(const HostKernelCall& call, const at::Tensor& t) { return call.slotOf(t); }
 };
 
 template <>
-struct HostArg<const at::Tensor&> {
-  using type = at::Tensor;
-  static at::Tensor convert(HostKernelCall& call, const at::Tensor& t) { return call.argument(t); }
-};
+struct HostArg<const at::Tensor&> : TensorArg<HostKernelCall::TensorUse::kInput> {};
 
 template <>
-struct HostArg<at::Tensor&> {
-  using type = at::Tensor;
-  static at::Tensor convert(HostKernelCall& call, at::Tensor& t) {
-    return call.argument(t, HostKernelCall::TensorUse::kMutated);
-  }
-};
+struct HostArg<at::Tensor&> : TensorArg<HostKernelCall::TensorUse::kMutated> {};
 
 template <>
 struct HostArg<const std::optional<at::Tensor>&> {
   using type = std::optional<at::Tensor>;
-  static std::optional<at::Tensor> convert(HostKernelCall& call, const std::optional<at::Tensor>& t) {
-    return call.argument(t);
+  static void sign(HostKernelCall& call, const type& t) { call.sign(t); }
+  static type take(HostKernelCall& call, const type& t, bool queued) {
+    return t ? type(call.take(*t, HostKernelCall::TensorUse::kInput, queued)) : std::nullopt;
   }
+  static int slot(const HostKernelCall& call, const type& t) { return t ? call.slotOf(*t) : -1; }
 };
 
 template <>
 struct HostArg<at::OptionalIntArrayRef> {
   using type = std::optional<std::vector<int64_t>>;
-  static type convert(HostKernelCall& call, at::OptionalIntArrayRef values) {
-    call.argument(values);
+  static void sign(HostKernelCall& call, at::OptionalIntArrayRef values) { call.argument(values); }
+  static type take(HostKernelCall&, at::OptionalIntArrayRef values, bool) {
     return values ? type(values->vec()) : std::nullopt;
   }
+  static int slot(const HostKernelCall&, at::OptionalIntArrayRef) { return -1; }
 };
 
 template <>
 struct HostArg<c10::SymIntArrayRef> {
   using type = std::vector<c10::SymInt>;
-  static type convert(HostKernelCall& call, c10::SymIntArrayRef values) {
-    return call.argument(values).vec();
-  }
+  static void sign(HostKernelCall& call, c10::SymIntArrayRef values) { call.argument(values); }
+  static type take(HostKernelCall&, c10::SymIntArrayRef values, bool) { return values.vec(); }
+  static int slot(const HostKernelCall&, c10::SymIntArrayRef) { return -1; }
 };
 
 // Hands an owned argument to the kernel as the parameter type it expects.
@@ -93,23 +99,7 @@ at::OptionalIntArrayRef pass(std::optional<std::vector<int64_t>>& values) {
   return values ? at::OptionalIntArrayRef(*values) : std::nullopt;
 }
 
-// A queued kernel builds its own kernel views on the stream's worker: the tensor arguments that are
-// kernel views leave the queued argument tuple (the host recycles them) and remember their slot.
-int detachView(const HostKernelCall& call, at::Tensor& t) {
-  const int slot = call.viewSlot(t);
-  if (slot >= 0) t = at::Tensor();
-  return slot;
-}
-
-int detachView(const HostKernelCall& call, std::optional<at::Tensor>& t) {
-  return t ? detachView(call, *t) : -1;
-}
-
-template <class T>
-int detachView(const HostKernelCall&, T&) {
-  return -1;
-}
-
+// Fills a queued kernel's placeholders with the kernel views it made on the stream's worker.
 void attachView(at::Tensor& t, int slot, c10::ArrayRef<at::Tensor> views) {
   if (slot >= 0) t = views[slot];
 }
@@ -193,10 +183,10 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
 
   static Result call(Args... args) {
     HostKernelCall call(Op::name, &kId);
-    HostArgs host{HostArg<Args>::convert(call, args)...};  // braces: arguments join the signature in order
+    (HostArg<Args>::sign(call, args), ...);  // in order: the signature lists the arguments as they come
     if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
-      std::array<int, sizeof...(Args)> slots = std::apply(
-          [&](auto&... a) { return std::array<int, sizeof...(Args)>{detachView(call, a)...}; }, host);
+      HostArgs host{HostArg<Args>::take(call, args, /*queued=*/true)...};
+      const std::array<int, sizeof...(Args)> slots{HostArg<Args>::slot(call, args)...};
       std::vector<at::Tensor> outputs = call.launch(
           std::move(plan),
           [host = std::move(host), slots](c10::ArrayRef<at::Tensor> views, std::vector<at::Tensor>& results) {
@@ -217,6 +207,7 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
         return resultFrom<Result>(outputs);
       }
     }
+    HostArgs host{HostArg<Args>::take(call, args, /*queued=*/false)...};
     std::conditional_t<kReturnsArgument, int, Result> result{};
     call.run([&] {
       if constexpr (kReturnsArgument) {

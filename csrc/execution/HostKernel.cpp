@@ -59,37 +59,81 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
     aliases_.push_back({std::move(t), view, view_storage_impl, aliases_.size()});
     return view;
   }
+  return viewOf(addStridedInput(std::move(t)));
+}
+
+size_t HostKernelCall::addStridedInput(c10::MaybeOwned<at::Tensor> t) {
   c10::TensorImpl* impl = t->unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
-  c10::Storage view_storage;
   size_t storage_slot = aliases_.size();
   for (size_t slot = 0; slot < aliases_.size(); ++slot) {
     const Alias& a = aliases_[slot];
     if (a.foo->unsafeGetTensorImpl() == impl) {  // x.op_(x): one view, so overlap checks see it
-      signature_.tensor(a.view, slot, slot);
-      return a.view;
+      signature_.tensor(*a.foo, slot, slot);
+      return slot;
     }
-    if (!view_storage && a.foo->storage().unsafeGetStorageImpl() == storage) {
-      view_storage = a.view.storage();
-      storage_slot = slot;
-    }
+    if (storage_slot == aliases_.size() && a.foo->storage().unsafeGetStorageImpl() == storage) storage_slot = slot;
   }
-  at::Tensor view = kernelView(*t, std::move(view_storage));
-  signature_.tensor(view, aliases_.size(), storage_slot);
-  c10::StorageImpl* view_storage_impl = view.storage().unsafeGetStorageImpl();
-  aliases_.push_back({std::move(t), view, view_storage_impl, storage_slot});
-  return view;
+  signature_.tensor(*t, aliases_.size(), storage_slot);
+  aliases_.push_back({std::move(t), at::Tensor(), nullptr, storage_slot});
+  return aliases_.size() - 1;
+}
+
+const at::Tensor& HostKernelCall::viewOf(size_t slot) {
+  Alias& a = aliases_[slot];
+  if (!a.view.defined()) {
+    // Views of one storage share their view's storage, so that the kernel's overlap checks see them alias.
+    c10::Storage view_storage = a.storage_slot < slot ? viewOf(a.storage_slot).storage() : c10::Storage();
+    a.view = kernelView(*a.foo, std::move(view_storage));
+    a.view_storage = a.view.storage().unsafeGetStorageImpl();
+  }
+  return a.view;
+}
+
+void HostKernelCall::sign(const at::Tensor& t, TensorUse use) {
+  if (t.defined() && isFoo(t) && t.layout() == c10::kStrided && !t.is_nested()) {
+    joinDevice(t.device());
+    addStridedInput(c10::MaybeOwned<at::Tensor>::borrowed(t));
+  } else if (t.defined() && !isFoo(t)) {
+    signHostInput(t, use);
+  } else {
+    argument(t, use);  // its view (nested and other layouts) is made now
+  }
+}
+
+at::Tensor HostKernelCall::take(const at::Tensor& t, TensorUse use, bool queued) {
+  if (!t.defined()) return t;
+  if (!isFoo(t)) return hostValue(t, use);
+  return queued ? at::Tensor() : viewOf(static_cast<size_t>(slotOf(t)));
+}
+
+int HostKernelCall::slotOf(const at::Tensor& t) const {
+  if (!t.defined() || !isFoo(t)) return -1;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  for (size_t slot = 0; slot < aliases_.size(); ++slot)
+    if (aliases_[slot].foo->unsafeGetTensorImpl() == impl) return static_cast<int>(slot);
+  return -1;
 }
 
 at::Tensor HostKernelCall::hostInput(const at::Tensor& t, TensorUse use) {
+  signHostInput(t, use);
+  return hostValue(t, use);
+}
+
+void HostKernelCall::signHostInput(const at::Tensor& t, TensorUse use) {
   const bool mutated = use == TensorUse::kMutated;
   if (mutated || (use != TensorUse::kIndices && t.dim() != 0)) host_conflict_ = t.device();
   if (mutated || t.dim() != 0 || t.device().type() != c10::kCPU) {
     signature_.forbid();  // a queued kernel would read host memory the caller may change meanwhile
-    return t;
+  } else {
+    signature_.hostScalar(t.scalar_type(), t.unsafeGetTensorImpl()->is_wrapped_number());
   }
-  signature_.hostScalar(t.scalar_type(), t.unsafeGetTensorImpl()->is_wrapped_number());
-  return t.unsafeGetTensorImpl()->is_wrapped_number() ? t : t.clone();  // a wrapped number belongs to this call alone
+}
+
+at::Tensor HostKernelCall::hostValue(const at::Tensor& t, TensorUse use) {
+  // A 0-dim CPU tensor read is passed by value: a wrapped number belongs to this call alone, another is copied.
+  const bool scalar = use != TensorUse::kMutated && t.dim() == 0 && t.device().type() == c10::kCPU;
+  return scalar && !t.unsafeGetTensorImpl()->is_wrapped_number() ? t.clone() : t;
 }
 
 void HostKernelCall::targetDevice(c10::Device device) {
@@ -144,13 +188,6 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
   if (!(tls.included_ - kAlwaysIncluded).empty() || !tls.excluded_.has(c10::DispatchKey::AutocastCPU)) return nullptr;
   return findLaunchPlan(signature_);
-}
-
-int HostKernelCall::viewSlot(const at::Tensor& t) const {
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  for (size_t slot = 0; slot < aliases_.size(); ++slot)
-    if (aliases_[slot].view.unsafeGetTensorImpl() == impl) return static_cast<int>(slot);
-  return -1;
 }
 
 PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs,
@@ -301,6 +338,7 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
 bool HostKernelCall::syncArguments() {
   bool changed = false;
   for (Alias& a : aliases_) {
+    if (!a.view.defined()) continue;  // the kernel never received it
     c10::TensorImpl* view = a.view.unsafeGetTensorImpl();
     c10::TensorImpl* foo_impl = a.foo->unsafeGetTensorImpl();
     if (view->is_nested()) continue;  // nested kernels change values only, never metadata

@@ -100,6 +100,21 @@ class HostKernelCall {
     if (!t) signature_.undefinedTensor();
     return t ? std::optional<at::Tensor>(argument(*t, use)) : std::nullopt;
   }
+  // argument() in two steps, for a caller that first learns whether the call can be queued (plan()):
+  // sign() adds a tensor to the signature (and checks it), then take() returns what the kernel receives:
+  // its kernel view, or with `queued` an undefined placeholder for a foo tensor, whose kernel view the
+  // queued kernel makes on the stream's worker (at the position slotOf() gives).
+  void sign(const at::Tensor& t, TensorUse use = TensorUse::kInput);
+  void sign(const std::optional<at::Tensor>& t, TensorUse use = TensorUse::kInput) {
+    if (t) {
+      sign(*t, use);
+    } else {
+      signature_.undefinedTensor();
+    }
+  }
+  at::Tensor take(const at::Tensor& t, TensorUse use, bool queued);
+  // The position of foo tensor `t` among the call's distinct foo tensors, or -1 for any other tensor.
+  int slotOf(const at::Tensor& t) const;
   // Any other argument is returned as it is.
   template <class T>
   const T& argument(const T& value) {
@@ -143,7 +158,7 @@ class HostKernelCall {
   // Allocates the outputs `plan` describes, queues `kernel` on the current stream and returns the
   // outputs (flattened, as the kernel returns them) at once. `kernel(views, results)` owns what it uses
   // and appends its results (flattened) to `results`. With `views_on_worker`, `views` are kernel views of
-  // the call's foo arguments made on the worker, by slot (see viewSlot); else it is empty, and the kernel
+  // the call's foo arguments made on the worker, by slot (see slotOf); else it is empty, and the kernel
   // holds the views argument() returned.
   template <class Kernel>
   std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel, bool views_on_worker) {
@@ -153,9 +168,6 @@ class HostKernelCall {
     enqueueOnStream(device_, name, PlannedLaunch<Kernel>{std::move(run), std::move(kernel)});
     return outputs;
   }
-  // The slot of a kernel view argument() returned (the position of its foo tensor among the call's
-  // distinct foo tensors), or -1 for any other tensor.
-  int viewSlot(const at::Tensor& t) const;
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
   // grouped as `structure` says) as the plan for later calls with this signature.
   void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);
@@ -181,14 +193,19 @@ class HostKernelCall {
  private:
   struct Alias {
     c10::MaybeOwned<at::Tensor> foo;
-    at::Tensor view;
+    at::Tensor view;  // made when first needed
     c10::StorageImpl* view_storage;
     size_t storage_slot;  // the first alias with the same storage
   };
 
   at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
   at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  // A strided foo tensor joins the call and its signature, without a kernel view yet; returns its slot.
+  size_t addStridedInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  const at::Tensor& viewOf(size_t slot);
   at::Tensor hostInput(const at::Tensor& cpu_tensor, TensorUse use);
+  void signHostInput(const at::Tensor& cpu_tensor, TensorUse use);
+  at::Tensor hostValue(const at::Tensor& cpu_tensor, TensorUse use);
   void prepare();
   void joinDevice(c10::Device device);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
