@@ -160,10 +160,6 @@ class HostKernelCall {
   // kernelName() while the runtime traces launches, else empty: only a profile needs it, and a call that
   // learns no launch plan would build it each time.
   std::string profiledKernelName() const { return fooActivityIsEnabled() ? kernelName() : std::string(); }
-  // The dispatch keys of the CPU kernel: nested tensors' when an argument is one.
-  c10::DispatchKeySet cpuKernelKeys() const {
-    return c10::DispatchKeySet(nested_ ? c10::DispatchKey::NestedTensorCPU : c10::DispatchKey::CPU);
-  }
 
  private:
   struct Alias {
@@ -172,9 +168,20 @@ class HostKernelCall {
     c10::StorageImpl* view_storage;
     size_t storage_slot;  // the first alias with the same storage
   };
+  // A sparse foo argument: its kernel view is a CPU sparse tensor whose components (indices, values)
+  // are the kernel views of the foo components, which are ordinary aliases. `parts` are the view's
+  // components when it was made, to see whether the kernel replaced them.
+  struct SparseAlias {
+    c10::MaybeOwned<at::Tensor> foo;
+    at::Tensor view;
+    c10::SmallVector<c10::TensorImpl*, 3> parts;
+  };
 
   at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
   at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  at::Tensor addSparseInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  at::Tensor sparseOutput(const at::Tensor& result);
+  bool syncSparseArgument(SparseAlias& s);
   at::Tensor hostInput(const at::Tensor& cpu_tensor, TensorUse use);
   void prepare();
   void joinDevice(c10::Device device);
@@ -188,8 +195,8 @@ class HostKernelCall {
   LaunchSignature signature_;
   c10::DeviceIndex device_ = -1;
   c10::optional<c10::Device> host_conflict_;
-  bool nested_ = false;
   c10::SmallVector<Alias, 4> aliases_;
+  c10::SmallVector<SparseAlias, 2> sparse_aliases_;
 };
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/ones_like.h>
@@ -197,20 +198,28 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 }
 
 // Whether `from`'s data can replace `self`'s (Tensor.data = ..., which Module.to uses to keep Parameter
-// objects across devices). PyTorch counts only its own devices' dense tensors as interchangeable; a
-// dense foo tensor is as interchangeable with a dense CPU tensor as a CUDA one is.
+// objects across devices). PyTorch counts only its own devices' tensors as interchangeable; a foo
+// tensor is as interchangeable with a CPU tensor of the same layout as a CUDA one is.
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
-  const auto dense = [](c10::DispatchKeySet keys) {
-    return keys.has(c10::DispatchKey::Dense) &&
+  const auto on_cpu_or_foo = [](c10::DispatchKeySet keys, c10::DispatchKey functionality) {
+    return keys.has(functionality) &&
            keys.has_any(c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit}));
   };
-  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
-         (dense(self.key_set()) && dense(from.key_set()));
+  for (c10::DispatchKey functionality : {c10::DispatchKey::Dense, c10::DispatchKey::Sparse}) {
+    if (on_cpu_or_foo(self.key_set(), functionality) && on_cpu_or_foo(from.key_set(), functionality)) return true;
+  }
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
+
+// Copies into a sparse foo tensor copy its components with foo's copies (any devices), as CUDA's do; the
+// fallback would reject a source on another device.
+TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) { m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_)); }
+
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) { m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_)); }
 
 // Conjugate and negative views reach the copy kernel as they are: the CPU copy on kernel views
 // resolves them, exactly as CUDA's copy does (materialising them first would recurse into copy).
