@@ -96,6 +96,9 @@ at::Tensor HostKernelCall::addSparseInput(c10::MaybeOwned<at::Tensor> t) {
   for (at::Tensor& part : partsOf(*t)) views.push_back(addInput(c10::MaybeOwned<at::Tensor>::owned(std::move(part))));
   at::Tensor view = emptySparseLike(*t, c10::Device(c10::kCPU));
   setParts(view, views, *t);
+  // CPU's sparse kernels compute what backward needs only for inputs that require grad (the argmax of
+  // torch.sparse.mm's amax). Below autograd that flag changes nothing else; a container view is never reused.
+  if (t->requires_grad()) view.set_requires_grad(true);
   c10::SmallVector<c10::TensorImpl*, 3> parts = partImpls(view);
   sparse_aliases_.push_back({std::move(t), view, std::move(parts)});
   return view;
