@@ -8,6 +8,7 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/copy_ops.h>
+#include <ATen/ops/copy_sparse_to_sparse_native.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/resize.h>
@@ -217,7 +218,10 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
 
 // Copies into a sparse foo tensor copy its components with foo's copies (any devices), as CUDA's do; the
 // fallback would reject a source on another device.
-TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) { m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_)); }
+TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
+  m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
+}
 
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) { m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_)); }
 
