@@ -164,6 +164,15 @@ void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_
   }
 }
 
+const char* layoutName(c10::DispatchKey cpu_key) {
+  switch (cpu_key) {
+    case c10::DispatchKey::SparseCPU: return "sparse COO";
+    case c10::DispatchKey::SparseCsrCPU: return "sparse compressed";
+    case c10::DispatchKey::NestedTensorCPU: return "nested";
+    default: return "strided";
+  }
+}
+
 // The first line of an error message: CPU's dispatcher errors list every backend's kernels.
 std::string firstLine(const char* message) {
   const std::string text(message);
@@ -183,25 +192,25 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
   const c10::DispatchKeySet cpu_keys = cpuKernelKeys(keys);
   const c10::DispatchKey cpu_key = cpu_keys.highestPriorityTypeId();
-  TORCH_CHECK_NOT_IMPLEMENTED(cpu_key == c10::DispatchKey::CPU || op.hasComputedKernelForDispatchKey(cpu_key),
-                              "Could not run '", schema.name(), "' with ", cpu_key == c10::DispatchKey::SparseCPU
-                                  ? "sparse COO" : cpu_key == c10::DispatchKey::SparseCsrCPU ? "sparse compressed"
-                                  : "nested", " tensors on 'foo': the operator has no kernel for them on CPU either.");
+  const bool dense = cpu_key == c10::DispatchKey::CPU;
+  // CPU's dispatcher would list every backend's kernels; foo says it in one line.
+  TORCH_CHECK_NOT_IMPLEMENTED(dense || op.hasComputedKernelForDispatchKey(cpu_key), "Could not run '", schema.name(),
+                              "' with ", layoutName(cpu_key), " tensors on 'foo': CPU has no kernel for them either.");
   const auto cpu_kernel = [&] {
     try {
       op.redispatchBoxed(cpu_keys, stack);
     } catch (const c10::NotImplementedError& e) {
-      TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU) || cpu_key != c10::DispatchKey::CPU,
+      TORCH_CHECK_NOT_IMPLEMENTED(!dense || op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
                                   "Could not run '", schema.name(), "' with arguments from the 'foo' backend: ",
                                   "the operator has no CPU kernel for foo to run on device memory.");
-      // An operator CPU's kernel calls has no kernel for the layout: CPU would raise the same.
-      TORCH_CHECK_NOT_IMPLEMENTED(cpu_key == c10::DispatchKey::CPU, schema.name(), " on 'foo': ",
+      // An operator that CPU's sparse or nested kernel calls has no kernel for the layout, on CPU either.
+      TORCH_CHECK_NOT_IMPLEMENTED(dense, schema.name(), " with ", layoutName(cpu_key), " tensors on 'foo': ",
                                   firstLine(e.what_without_backtrace()));
       throw;
     }
   };
   const size_t returns = schema.returns().size();
-  if (isViewOperator(schema) || isSparseMetadataOperator(schema)) {
+  if (isViewOperator(schema) || (!dense && isSparseMetadataOperator(schema))) {
     call.runMetadataOnly(cpu_kernel);
     call.syncArguments();
   } else if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
