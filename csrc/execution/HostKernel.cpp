@@ -17,7 +17,8 @@ namespace foo {
 
 HostKernelCall::~HostKernelCall() {
   sparse_aliases_.clear();  // they hold their components' views, which could not be recycled
-  for (Alias& a : aliases_) recycleKernelView(std::move(a.view));
+  for (Alias& a : aliases_)
+    if (!a.view.requires_grad()) recycleKernelView(std::move(a.view));  // see markViewsRequiringGrad
 }
 
 void HostKernelCall::joinDevice(c10::Device device) {
@@ -102,6 +103,7 @@ void HostKernelCall::targetDevice(c10::Device device) {
 void HostKernelCall::prepare() {
   if (device_ < 0) device_ = currentDevice();
   if (host_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *host_conflict_);
+  if (!sparse_aliases_.empty()) markViewsRequiringGrad();
 }
 
 namespace {

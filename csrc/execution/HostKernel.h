@@ -182,6 +182,7 @@ class HostKernelCall {
   at::Tensor addSparseInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   at::Tensor sparseOutput(const at::Tensor& result);
   bool syncSparseArgument(SparseAlias& s);
+  void markViewsRequiringGrad();
   at::Tensor hostInput(const at::Tensor& cpu_tensor, TensorUse use);
   void prepare();
   void joinDevice(c10::Device device);

@@ -7,6 +7,7 @@
 #include <ATen/SparseCsrTensorImpl.h>
 #include <ATen/SparseTensorImpl.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/GradMode.h>
 
 #include "execution/HostKernel.h"
 
@@ -96,9 +97,6 @@ at::Tensor HostKernelCall::addSparseInput(c10::MaybeOwned<at::Tensor> t) {
   for (at::Tensor& part : partsOf(*t)) views.push_back(addInput(c10::MaybeOwned<at::Tensor>::owned(std::move(part))));
   at::Tensor view = emptySparseLike(*t, c10::Device(c10::kCPU));
   setParts(view, views, *t);
-  // CPU's sparse kernels compute what backward needs only for inputs that require grad (the argmax of
-  // torch.sparse.mm's amax). Below autograd that flag changes nothing else; a container view is never reused.
-  if (t->requires_grad()) view.set_requires_grad(true);
   c10::SmallVector<c10::TensorImpl*, 3> parts = partImpls(view);
   sparse_aliases_.push_back({std::move(t), view, std::move(parts)});
   return view;
@@ -114,6 +112,17 @@ at::Tensor HostKernelCall::sparseOutput(const at::Tensor& result) {
   at::Tensor t = emptySparseLike(result, fooDevice(device_));
   setParts(t, parts, result);
   return t;
+}
+
+void HostKernelCall::markViewsRequiringGrad() {
+  // CPU's sparse kernels keep what backward needs only when an input requires grad (the argmax of
+  // torch.sparse.mm's amax), so the views of such inputs require grad too. Below autograd the flag changes
+  // nothing else; such views are not recycled (a queued kernel may still read the flag).
+  if (!c10::GradMode::is_enabled()) return;
+  for (Alias& a : aliases_)
+    if (a.foo->requires_grad() && !a.view.requires_grad()) a.view.set_requires_grad(true);
+  for (SparseAlias& s : sparse_aliases_)
+    if (s.foo->requires_grad() && !s.view.requires_grad()) s.view.set_requires_grad(true);
 }
 
 bool HostKernelCall::syncSparseArgument(SparseAlias& s) {
