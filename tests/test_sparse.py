@@ -210,6 +210,48 @@ def test_elementwise_equals_cpu(name, layout):
     assert_same(fn(a.foo(), b.foo()), expected)  # a second call: same signature
 
 
+# (coo, dense, csr) -> result; CPU's and foo's must be equal (or both raise the same type of error).
+STRUCTURAL = {
+    "index_select": lambda c, d, s: c.index_select(1, torch.tensor([0, 2, 2], device=c.device)),
+    "select": lambda c, d, s: c.select(0, 1),
+    "narrow_copy": lambda c, d, s: c.narrow_copy(1, 1, 3),
+    "permute": lambda c, d, s: c.permute(1, 0),
+    "unsqueeze": lambda c, d, s: c.unsqueeze(0),
+    "cat": lambda c, d, s: torch.cat([c, c], 1),
+    "stack": lambda c, d, s: torch.stack([c, c]),
+    "bmm": lambda c, d, s: torch.bmm(torch.stack([c, c]), torch.ones(2, 6, 2, device=c.device)),
+    "sparse_mask": lambda c, d, s: d.sparse_mask(c.coalesce()),
+    "sparse_times_dense": lambda c, d, s: c * d,
+    "hybrid": lambda c, d, s: d.to_sparse(1) + d.to_sparse(1),
+    "double": lambda c, d, s: c.double(),
+    "zeros_like": lambda c, d, s: torch.zeros_like(c),
+    "log_softmax": lambda c, d, s: torch.sparse.log_softmax(c, 0),
+    "values_of_uncoalesced": lambda c, d, s: c.values(),
+    "sparse_resize_": lambda c, d, s: c.clone().sparse_resize_((5, 7), 2, 0),
+    "sparse_resize_and_clear_": lambda c, d, s: c.clone().sparse_resize_and_clear_((5, 7), 2, 0),
+    "resize_as_": lambda c, d, s: torch.zeros(1, 1, device=c.device).to_sparse().resize_as_(c),
+    "csr_constructor": lambda c, d, s: torch.sparse_csr_tensor(s.crow_indices(), s.col_indices(), s.values(), s.shape),
+    "csr_constructor_device": lambda c, d, s: torch.sparse_csr_tensor([0, 1, 2], [0, 1], [1.0, 2.0], device=c.device),
+    "csr_to_float64": lambda c, d, s: s.to(torch.float64),
+    "csr_transpose": lambda c, d, s: s.t(),
+    "csr_addmm": lambda c, d, s: torch.addmm(torch.ones(4, 4, device=c.device), s, d.t().contiguous()),
+}
+
+
+@pytest.mark.parametrize("name", list(STRUCTURAL))
+def test_structural_operators_equal_cpu(name):
+    fn = STRUCTURAL[name]
+    c, d = _coo(seed=28), _dense(seed=29)
+    args = (c, d, d.to_sparse_csr())
+    try:
+        expected = fn(*args)
+    except RuntimeError as e:
+        with pytest.raises(type(e)):
+            fn(*(a.foo() for a in args))
+        return
+    assert_same(fn(*(a.foo() for a in args)), expected)
+
+
 def test_in_place_operators_on_sparse_tensors():
     a, b = _coo(seed=4), _coo(seed=5)
     fa, fb = a.foo(), b.foo()
