@@ -158,6 +158,17 @@ def test_module_to_moves_sparse_buffers():
     assert m.s.device.type == "cpu" and torch.equal(m.s.to_dense(), _coo().to_dense())
 
 
+def test_module_to_moves_sparse_parameters():
+    m = torch.nn.Module()
+    m.coo = torch.nn.Parameter(_coo())
+    csr = m.csr = torch.nn.Parameter(_dense().to_sparse_csr())
+    m.to("foo")
+    assert isinstance(m.coo, torch.nn.Parameter) and isinstance(m.csr, torch.nn.Parameter)
+    assert_same(m.coo.detach(), _coo())
+    assert_same(m.csr.detach(), _dense().to_sparse_csr())
+    assert m.csr is csr  # compressed tensors' data can be swapped across devices (COO's cannot in PyTorch)
+
+
 def test_repr_names_the_device():
     assert "device='foo:0'" in repr(_coo().foo())
     assert "device='foo:1'" in repr(_dense().to_sparse_csr().to("foo:1"))

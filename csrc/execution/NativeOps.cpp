@@ -199,17 +199,15 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 }
 
 // Whether `from`'s data can replace `self`'s (Tensor.data = ..., which Module.to uses to keep Parameter
-// objects across devices). PyTorch counts only its own devices' tensors as interchangeable; a foo
-// tensor is as interchangeable with a CPU tensor of the same layout as a CUDA one is.
+// objects across devices). PyTorch counts only its own devices' dense tensors as interchangeable; a
+// dense foo tensor is as interchangeable with a dense CPU tensor as a CUDA one is.
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
-  const auto on_cpu_or_foo = [](c10::DispatchKeySet keys, c10::DispatchKey functionality) {
-    return keys.has(functionality) &&
+  const auto dense = [](c10::DispatchKeySet keys) {
+    return keys.has(c10::DispatchKey::Dense) &&
            keys.has_any(c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit}));
   };
-  for (c10::DispatchKey functionality : {c10::DispatchKey::Dense, c10::DispatchKey::Sparse}) {
-    if (on_cpu_or_foo(self.key_set(), functionality) && on_cpu_or_foo(from.key_set(), functionality)) return true;
-  }
-  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense(self.key_set()) && dense(from.key_set()));
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
