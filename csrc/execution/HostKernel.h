@@ -5,7 +5,8 @@
 // (no copy). While the kernel runs, host allocations on this thread are redirected into the device's
 // memory, so new outputs are born on the device. Afterwards each returned tensor is mapped back: an
 // argument's view returns the argument itself, a view of an argument's storage becomes a foo view of
-// that storage, and freshly allocated memory is adopted as a foo storage without a copy.
+// that storage, and freshly allocated memory is adopted as a foo storage without a copy. A sparse
+// tensor is handed over as a CPU sparse tensor over its components' kernel views (SparseKernelViews.cpp).
 //
 // A call whose outputs' metadata are known in advance (see LaunchPlan.h) is queued on the stream
 // instead: its outputs are allocated on the host, and the kernel, running later on the stream's

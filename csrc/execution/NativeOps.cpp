@@ -32,7 +32,7 @@ c10::DeviceIndex resolveDevice(std::optional<c10::Device> device) {
 
 void checkStridedDense(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
   TORCH_CHECK_NOT_IMPLEMENTED(layout.value_or(c10::kStrided) == c10::kStrided,
-                              "foo supports strided tensors only, got layout ", *layout);
+                              "foo does not support layout ", *layout);
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
 }
 
