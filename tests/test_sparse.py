@@ -340,6 +340,21 @@ def test_sparse_mm_reduce_and_its_gradients_equal_cpu(reduce):
             assert_same(f, c)
 
 
+def test_sparse_mm_reduce_queued_with_and_without_grad():
+    # The argmax output of amax exists only while an input requires grad: a call learnt with grad must
+    # not be queued as a call without, and the other way round.
+    a, b = _dense(seed=30).to_sparse_csr(), _dense((6, 3), seed=31) + 1
+    fa = a.foo()
+    fb = b.foo().requires_grad_()
+    for grad_enabled in (True, False, True, False):
+        with torch.set_grad_enabled(grad_enabled):
+            out, argmax = torch.ops.aten._sparse_mm_reduce_impl(fa, fb, "amax")
+            expected_out, expected_argmax = torch.ops.aten._sparse_mm_reduce_impl(a, b.requires_grad_(), "amax")
+        assert_same(out.detach(), expected_out.detach())
+        assert_same(argmax, expected_argmax)
+    torch.foo.synchronize()
+
+
 def test_sampled_addmm_equals_cpu():
     mask = _dense(seed=19).to_sparse_csr()
     m1, m2 = torch.randn(4, 5), torch.randn(5, 6)

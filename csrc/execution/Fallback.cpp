@@ -193,6 +193,9 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const c10::DispatchKeySet cpu_keys = cpuKernelKeys(keys);
   const c10::DispatchKey cpu_key = cpu_keys.highestPriorityTypeId();
   const bool dense = cpu_key == c10::DispatchKey::CPU;
+  if (cpu_key == c10::DispatchKey::SparseCPU || cpu_key == c10::DispatchKey::SparseCsrCPU) {
+    call.markViewsRequiringGrad();
+  }
   // CPU's dispatcher would list every backend's kernels; foo says it in one line.
   TORCH_CHECK_NOT_IMPLEMENTED(dense || op.hasComputedKernelForDispatchKey(cpu_key), "Could not run '", schema.name(),
                               "' with ", layoutName(cpu_key), " tensors on 'foo': CPU has no kernel for them either.");

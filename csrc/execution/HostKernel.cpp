@@ -103,7 +103,6 @@ void HostKernelCall::targetDevice(c10::Device device) {
 void HostKernelCall::prepare() {
   if (device_ < 0) device_ = currentDevice();
   if (host_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *host_conflict_);
-  if (!sparse_aliases_.empty()) markViewsRequiringGrad();
 }
 
 namespace {

@@ -96,6 +96,10 @@ class HostKernelCall {
   }
   // The call reads host state (a generator) or has outputs that depend on values: it must not be queued.
   void keepSynchronous() { signature_.forbid(); }
+  // Gives the views of arguments that require grad that flag too, and adds it to the signature: CPU's
+  // sparse kernels keep what backward needs only then (the argmax of torch.sparse.mm's amax). Call it
+  // once, after the arguments.
+  void markViewsRequiringGrad();
   // The device of an operator without foo tensor arguments (a factory op's `device=`).
   void targetDevice(c10::Device device);
 
@@ -183,7 +187,6 @@ class HostKernelCall {
   at::Tensor addSparseInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   at::Tensor sparseOutput(const at::Tensor& result);
   bool syncSparseArgument(SparseAlias& s);
-  void markViewsRequiringGrad();
   at::Tensor hostInput(const at::Tensor& cpu_tensor, TensorUse use);
   void prepare();
   void joinDevice(c10::Device device);

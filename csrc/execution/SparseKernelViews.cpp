@@ -115,14 +115,16 @@ at::Tensor HostKernelCall::sparseOutput(const at::Tensor& result) {
 }
 
 void HostKernelCall::markViewsRequiringGrad() {
-  // CPU's sparse kernels keep what backward needs only when an input requires grad (the argmax of
-  // torch.sparse.mm's amax), so the views of such inputs require grad too. Below autograd the flag changes
-  // nothing else; such views are not recycled (a queued kernel may still read the flag).
-  if (!c10::GradMode::is_enabled()) return;
-  for (Alias& a : aliases_)
-    if (a.foo->requires_grad() && !a.view.requires_grad()) a.view.set_requires_grad(true);
-  for (SparseAlias& s : sparse_aliases_)
-    if (s.foo->requires_grad() && !s.view.requires_grad()) s.view.set_requires_grad(true);
+  // Below autograd the flag changes nothing else. Such views are not recycled (a queued kernel may still
+  // read the flag), and the outputs' shapes may depend on it: it is part of the signature.
+  const bool grad_mode = c10::GradMode::is_enabled();
+  const auto mark = [&](const at::Tensor& foo, at::Tensor& view) {
+    const bool requires_grad = grad_mode && foo.requires_grad();
+    signature_.add(requires_grad);
+    if (requires_grad && !view.requires_grad()) view.set_requires_grad(true);
+  };
+  for (Alias& a : aliases_) mark(*a.foo, a.view);
+  for (SparseAlias& s : sparse_aliases_) mark(*s.foo, s.view);
 }
 
 bool HostKernelCall::syncSparseArgument(SparseAlias& s) {
