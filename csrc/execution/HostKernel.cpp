@@ -235,7 +235,8 @@ void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<i
       }
       if (spec.kind == LaunchPlan::Output::kUndefined) {
         // Only memory the kernel allocated itself, one storage per output, can be allocated in advance.
-        // Sparse and nested results have no storage of their own, and their shapes depend on values.
+        // Sparse results have no storage (before storage() would throw); sparse and nested results' shapes
+        // depend on values.
         if (r.layout() != c10::kStrided || r.is_nested()) return;
         const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
         if (!isKernelViewDataPtr(storage->data_ptr()) ||
