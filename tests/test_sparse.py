@@ -487,6 +487,15 @@ def test_operator_without_a_cpu_kernel_for_the_layout_raises_one_line():
     _one_line_about_foo(excinfo)
 
 
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=str)
+def test_pinning_a_sparse_foo_tensor_raises(layout):
+    s = _to_layout(_dense(seed=32), layout).foo()
+    assert not s.is_pinned()
+    with pytest.raises(RuntimeError) as excinfo:
+        s.pin_memory()
+    _one_line_about_foo(excinfo)
+
+
 # ---- queued and synchronous execution -------------------------------------------------------------------
 
 

@@ -295,8 +295,6 @@ void routeCompositeOperatorsToCpuKernels() {
     if (!op || !hasCompositeKernel(*op)) continue;
     const std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
     for (const Route& route : routes) {
-      // Pinning a sparse foo tensor must raise, as the composite does (as on CUDA).
-      if (route.cpu_key != K::CPU && name.name == "aten::_pin_memory") continue;
       if (!op->hasKernelForDispatchKey(route.cpu_key) || op->hasKernelForDispatchKey(route.foo_key)) continue;
       route.library->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
     }

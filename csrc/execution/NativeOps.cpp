@@ -221,14 +221,23 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
+// As on CUDA, a sparse device tensor cannot be pinned; PyTorch's own message would name the dispatch key.
+at::Tensor pin_sparse(const at::Tensor& self, std::optional<c10::Device>) {
+  TORCH_CHECK(false, "cannot pin a ", self.layout(), " foo tensor: only dense CPU tensors can be pinned");
+}
+
 // Copies into a sparse foo tensor copy its components with foo's copies (any devices), as CUDA's do; the
 // fallback would reject a source on another device.
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
   m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
+  m.impl("_pin_memory", TORCH_FN(pin_sparse));
 }
 
-TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) { m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_)); }
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_));
+  m.impl("_pin_memory", TORCH_FN(pin_sparse));
+}
 
 // Conjugate and negative views reach the copy kernel as they are: the CPU copy on kernel views
 // resolves them, exactly as CUDA's copy does (materialising them first would recurse into copy).
