@@ -10,40 +10,4 @@ Every entry counts as NOT matching in the parity summary.
 EXPECTED_FAILURES = {
     ('forward_dtype', 'nn.functional.linear_cross_entropy.chunked_none', 'float16'):
         "not a backend bug: F.linear_cross_entropy picks its accumulation dtype per device type in Python (_AUTO_DEFAULTS / _resolve_auto_acc_dtype know 'cpu' and 'cuda'), so on foo it accumulates in the input's half dtype: values differ from CPU: Tensor-likes are not close! Mismatched elements: 1 / 8 (12.5%) Greatest abso...",
-    ('forward', 'sparse.mm.reduce', 'float32'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::_sparse_mm_reduce_impl' with arguments from the 'Spa...",
-    ('grad', 'sparse.mm.reduce', 'float32'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::_sparse_mm_reduce_impl' with arguments from the 'Spa...",
-    ('forward_dtype', 'sparse.mm.reduce', 'bfloat16'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::_sparse_mm_reduce_impl' with arguments from the 'Spa...",
-    ('forward_dtype', 'sparse.mm.reduce', 'float16'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::_sparse_mm_reduce_impl' with arguments from the 'Spa...",
-    ('forward_dtype', 'sparse.mm.reduce', 'float64'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::_sparse_mm_reduce_impl' with arguments from the 'Spa...",
-    ('forward', 'sparse.sampled_addmm', 'float32'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the 'Spars...",
-    ('grad', 'sparse.sampled_addmm', 'float32'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the 'Spars...",
-    ('forward_dtype', 'sparse.sampled_addmm', 'complex64'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the 'Spars...",
-    ('forward_dtype', 'sparse.sampled_addmm', 'float64'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::sparse_sampled_addmm' with arguments from the 'Spars...",
-    ('out', 'sparse.sampled_addmm', 'float32'):
-        "sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised NotImplementedError: Could not run 'aten::sparse_sampled_addmm.out' with arguments from the 'S...",
-    ('forward', 'to_sparse', 'float32'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
-    ('grad', 'to_sparse', 'float32'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
-    ('forward_dtype', 'to_sparse', 'bfloat16'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
-    ('forward_dtype', 'to_sparse', 'bool'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
-    ('forward_dtype', 'to_sparse', 'complex64'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
-    ('forward_dtype', 'to_sparse', 'float16'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
-    ('forward_dtype', 'to_sparse', 'float64'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
-    ('forward_dtype', 'to_sparse', 'int64'):
-        'sparse layouts are not supported on foo (strided only): CPU succeeded, foo raised RuntimeError: aten::_to_sparse: foo supports strided tensors only, the kernel returned Sparse',
 }

@@ -380,6 +380,6 @@ def test_accelerator_device_capability_lists_the_dtypes_foo_allocates():
                       torch.bool, torch.uint8, torch.float8_e4m3fn):
             assert dtype in supported, (device, dtype)
             torch.empty(2, dtype=dtype, device="foo")  # what it lists, foo allocates
-        assert not {torch.qint8, torch.quint8, torch.qint32} & supported  # foo tensors are strided only
+        assert not {torch.qint8, torch.quint8, torch.qint32} & supported  # quantized dtypes are not supported
     with pytest.raises(RuntimeError, match="Invalid device foo:5"):
         torch.accelerator.get_device_capability("foo:5")

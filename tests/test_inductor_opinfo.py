@@ -58,7 +58,7 @@ def _skip_reason(key, op):
     if key in RANDOM_OPS or op.has_nondeterministic_output:
         return "random or uninitialised output: eager and compiled results differ by design"
     if "sparse" in key:
-        return "sparse layouts: foo tensors are strided only"
+        return "sparse layouts: Inductor does not compile sparse operators"
     if torch.float32 not in op.supported_dtypes("cpu"):
         return "no float32 support"
     return None

@@ -70,7 +70,7 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(foo::deviceCount()); }
 
-  // foo allocates every dtype CPU does, except the quantized ones (foo tensors are strided only).
+  // foo allocates every dtype CPU does, except the quantized ones (not supported yet).
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     checkDeviceIndex(indexOf(d));
     c10::DeviceCapability capability;

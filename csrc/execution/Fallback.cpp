@@ -117,8 +117,27 @@ bool flattenTensors(const c10::IValue* values, size_t count, std::vector<at::Ten
   return true;
 }
 
+// The keys of the CPU kernel for a call the dispatcher sent to foo with `keys`: the same functionality
+// (nested, sparse compressed, sparse COO or dense) on CPU.
+c10::DispatchKeySet cpuKernelKeys(c10::DispatchKeySet keys) {
+  using K = c10::DispatchKey;
+  if (keys.has_any(c10::DispatchKeySet(K::NestedTensor))) return c10::DispatchKeySet(K::NestedTensorCPU);
+  if (keys.has_any(c10::DispatchKeySet(K::SparseCsr))) return c10::DispatchKeySet(K::SparseCsrCPU);
+  if (keys.has_any(c10::DispatchKeySet(K::Sparse))) return c10::DispatchKeySet(K::SparseCPU);
+  return c10::DispatchKeySet(K::CPU);
+}
+
+// Operators of sparse tensors that only read or write the tensors' metadata, never their components'
+// data: they run at once, without waiting for the stream (as views do).
+bool isSparseMetadataOperator(const c10::FunctionSchema& schema) {
+  static const std::unordered_set<std::string> names = {
+      "aten::_sparse_coo_tensor_with_dims_and_tensors", "aten::_sparse_coo_tensor_with_dims", "aten::_nnz",
+      "aten::sparse_dim", "aten::dense_dim", "aten::_dimI", "aten::_dimV", "aten::is_coalesced", "aten::_coalesced_"};
+  return names.count(schema.name()) != 0;
+}
+
 void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_ptr<LaunchPlan> plan,
-               torch::jit::Stack* stack) {
+               c10::DispatchKeySet cpu_keys, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const auto args_begin = stack->end() - static_cast<std::ptrdiff_t>(schema.arguments().size());
   std::vector<c10::IValue> args(std::make_move_iterator(args_begin), std::make_move_iterator(stack->end()));
@@ -127,9 +146,9 @@ void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_
   std::vector<at::Tensor> outputs =
       call.launch(
           std::move(plan),
-          [op, args = std::move(args)](c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>& results) mutable {
+          [op, cpu_keys, args = std::move(args)](c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>& results) mutable {
             torch::jit::Stack kernel_stack = args;  // a copy: a graph's replay runs the kernel again
-            op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &kernel_stack);
+            op.redispatchBoxed(cpu_keys, &kernel_stack);
             flattenTensors(kernel_stack.data(), kernel_stack.size(), results, nullptr);
           },
           /*views_on_worker=*/false);  // the boxed arguments hold the views argument() returned
@@ -145,7 +164,22 @@ void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_
   }
 }
 
-void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+const char* layoutName(c10::DispatchKey cpu_key) {
+  switch (cpu_key) {
+    case c10::DispatchKey::SparseCPU: return "sparse COO";
+    case c10::DispatchKey::SparseCsrCPU: return "sparse compressed";
+    case c10::DispatchKey::NestedTensorCPU: return "nested";
+    default: return "strided";
+  }
+}
+
+// The first line of an error message: CPU's dispatcher errors list every backend's kernels.
+std::string firstLine(const char* message) {
+  const std::string text(message);
+  return text.substr(0, text.find('\n'));
+}
+
+void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   // Operators of other libraries reach foo only through kernels registered for foo, as on a GPU: running
   // their CPU kernel here would hide a missing device kernel from the code foo is meant to test.
@@ -156,22 +190,34 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torc
   HostKernelCall call(schema.name().c_str(), &schema);
   if (!mayRunAsynchronously(op)) call.keepSynchronous();
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
+  const c10::DispatchKeySet cpu_keys = cpuKernelKeys(keys);
+  const c10::DispatchKey cpu_key = cpu_keys.highestPriorityTypeId();
+  const bool dense = cpu_key == c10::DispatchKey::CPU;
+  if (cpu_key == c10::DispatchKey::SparseCPU || cpu_key == c10::DispatchKey::SparseCsrCPU) {
+    call.markViewsRequiringGrad();
+  }
+  // CPU's dispatcher would list every backend's kernels; foo says it in one line.
+  TORCH_CHECK_NOT_IMPLEMENTED(dense || op.hasComputedKernelForDispatchKey(cpu_key), "Could not run '", schema.name(),
+                              "' with ", layoutName(cpu_key), " tensors on 'foo': CPU has no kernel for them either.");
   const auto cpu_kernel = [&] {
     try {
-      op.redispatchBoxed(call.cpuKernelKeys(), stack);
-    } catch (const c10::NotImplementedError&) {
-      TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+      op.redispatchBoxed(cpu_keys, stack);
+    } catch (const c10::NotImplementedError& e) {
+      TORCH_CHECK_NOT_IMPLEMENTED(!dense || op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
                                   "Could not run '", schema.name(), "' with arguments from the 'foo' backend: ",
                                   "the operator has no CPU kernel for foo to run on device memory.");
+      // An operator that CPU's sparse or nested kernel calls has no kernel for the layout, on CPU either.
+      TORCH_CHECK_NOT_IMPLEMENTED(dense, schema.name(), " with ", layoutName(cpu_key), " tensors on 'foo': ",
+                                  firstLine(e.what_without_backtrace()));
       throw;
     }
   };
   const size_t returns = schema.returns().size();
-  if (isViewOperator(schema)) {
+  if (isViewOperator(schema) || (!dense && isSparseMetadataOperator(schema))) {
     call.runMetadataOnly(cpu_kernel);
     call.syncArguments();
   } else if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
-    runQueued(op, call, std::move(plan), stack);
+    runQueued(op, call, std::move(plan), cpu_keys, stack);
     return;
   } else {
     call.run(cpu_kernel);
@@ -191,6 +237,15 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 // Nested tensors on foo (nn.TransformerEncoder's fast path makes them) run CPU's nested kernels.
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+}
+
+// Sparse tensors on foo run CPU's sparse kernels on sparse kernel views (see HostKernel.h).
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
 }
 
@@ -221,18 +276,28 @@ void queueDespiteTags(const std::string& op_name, bool queue) {
 }
 
 void routeCompositeOperatorsToCpuKernels() {
-  // Deliberately never destroyed: the registrations live as long as the process.
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  using K = c10::DispatchKey;
+  // Per layout, CPU's key and foo's. Deliberately never destroyed: the registrations live as long as the process.
+  struct Route {
+    K cpu_key, foo_key;
+    torch::Library* library;
+  };
+  static const Route routes[] = {
+      {K::CPU, K::PrivateUse1, new torch::Library(torch::Library::IMPL, "aten", K::PrivateUse1, __FILE__, __LINE__)},
+      {K::SparseCPU, K::SparsePrivateUse1,
+       new torch::Library(torch::Library::IMPL, "aten", K::SparsePrivateUse1, __FILE__, __LINE__)},
+      {K::SparseCsrCPU, K::SparseCsrPrivateUse1,
+       new torch::Library(torch::Library::IMPL, "aten", K::SparseCsrPrivateUse1, __FILE__, __LINE__)}};
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
-    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) || !hasCompositeKernel(*op)) {
-      continue;
-    }
+    if (!op || !hasCompositeKernel(*op)) continue;
     const std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    library->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+    for (const Route& route : routes) {
+      if (!op->hasKernelForDispatchKey(route.cpu_key) || op->hasKernelForDispatchKey(route.foo_key)) continue;
+      route.library->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&hostKernelFallback>());
+    }
   }
 }
 

@@ -16,7 +16,9 @@
 namespace foo {
 
 HostKernelCall::~HostKernelCall() {
-  for (Alias& a : aliases_) recycleKernelView(std::move(a.view));
+  sparse_aliases_.clear();  // they hold their components' views, which could not be recycled
+  for (Alias& a : aliases_)
+    if (!a.view.requires_grad()) recycleKernelView(std::move(a.view));  // see markViewsRequiringGrad
 }
 
 void HostKernelCall::joinDevice(c10::Device device) {
@@ -49,7 +51,6 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
   if (t->is_nested()) {
     // A CPU nested tensor over the kernel view of the buffer. Nested tensors' shapes are values of
     // their metadata tensors: such calls always run synchronously.
-    nested_ = true;
     signature_.forbid();
     const at::native::NestedTensorImpl& nested = *at::native::get_nested_tensor_impl(*t);
     at::Tensor view = at::detail::make_tensor<at::native::NestedTensorImpl>(
@@ -59,6 +60,7 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
     aliases_.push_back({std::move(t), view, view_storage_impl, aliases_.size()});
     return view;
   }
+  if (t->layout() != c10::kStrided) return addSparseInput(std::move(t));
   return viewOf(addStridedInput(std::move(t)));
 }
 
@@ -286,8 +288,11 @@ void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<i
       }
       if (spec.kind == LaunchPlan::Output::kUndefined) {
         // Only memory the kernel allocated itself, one storage per output, can be allocated in advance.
+        // Sparse results have no storage (before storage() would throw); sparse and nested results' shapes
+        // depend on values.
+        if (r.layout() != c10::kStrided || r.is_nested()) return;
         const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
-        if (r.layout() != c10::kStrided || r.is_nested() || !isKernelViewDataPtr(storage->data_ptr()) ||
+        if (!isKernelViewDataPtr(storage->data_ptr()) ||
             std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
           return;
         }
@@ -366,6 +371,7 @@ bool HostKernelCall::syncArguments() {
       changed = true;
     }
   }
+  for (SparseAlias& s : sparse_aliases_) changed |= syncSparseArgument(s);
   return changed;
 }
 
@@ -383,8 +389,7 @@ at::Tensor HostKernelCall::output(at::Tensor result) {
                                                          nested.get_nested_strides().clone(),
                                                          nested.get_storage_offsets().clone());
   }
-  TORCH_CHECK(result.layout() == c10::kStrided, op_name_, ": foo supports strided tensors only, the kernel returned ",
-              result.layout());
+  if (result.layout() != c10::kStrided) return sparseOutput(result);
   c10::Storage storage = fooStorageFor(result.storage());
   if (result.use_count() == 1) {
     // Nobody else holds the kernel's result: it becomes the foo tensor itself.

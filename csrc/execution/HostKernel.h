@@ -5,7 +5,8 @@
 // (no copy). While the kernel runs, host allocations on this thread are redirected into the device's
 // memory, so new outputs are born on the device. Afterwards each returned tensor is mapped back: an
 // argument's view returns the argument itself, a view of an argument's storage becomes a foo view of
-// that storage, and freshly allocated memory is adopted as a foo storage without a copy.
+// that storage, and freshly allocated memory is adopted as a foo storage without a copy. A sparse
+// tensor is handed over as a CPU sparse tensor over its components' kernel views (SparseKernelViews.cpp).
 //
 // A call whose outputs' metadata are known in advance (see LaunchPlan.h) is queued on the stream
 // instead: its outputs are allocated on the host, and the kernel, running later on the stream's
@@ -123,6 +124,10 @@ class HostKernelCall {
   }
   // The call reads host state (a generator) or has outputs that depend on values: it must not be queued.
   void keepSynchronous() { signature_.forbid(); }
+  // Gives the views of arguments that require grad that flag too, and adds it to the signature: CPU's
+  // sparse kernels keep what backward needs only then (the argmax of torch.sparse.mm's amax). Call it
+  // once, after the arguments.
+  void markViewsRequiringGrad();
   // The device of an operator without foo tensor arguments (a factory op's `device=`).
   void targetDevice(c10::Device device);
 
@@ -185,10 +190,6 @@ class HostKernelCall {
   // kernelName() while the runtime traces launches, else empty: only a profile needs it, and a call that
   // learns no launch plan would build it each time.
   std::string profiledKernelName() const { return fooActivityIsEnabled() ? kernelName() : std::string(); }
-  // The dispatch keys of the CPU kernel: nested tensors' when an argument is one.
-  c10::DispatchKeySet cpuKernelKeys() const {
-    return c10::DispatchKeySet(nested_ ? c10::DispatchKey::NestedTensorCPU : c10::DispatchKey::CPU);
-  }
 
  private:
   struct Alias {
@@ -197,12 +198,23 @@ class HostKernelCall {
     c10::StorageImpl* view_storage;
     size_t storage_slot;  // the first alias with the same storage
   };
+  // A sparse foo argument: its kernel view is a CPU sparse tensor whose components (indices, values)
+  // are the kernel views of the foo components, which are ordinary aliases. `parts` are the view's
+  // components when it was made, to see whether the kernel replaced them.
+  struct SparseAlias {
+    c10::MaybeOwned<at::Tensor> foo;
+    at::Tensor view;
+    c10::SmallVector<c10::TensorImpl*, 3> parts;
+  };
 
   at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
   at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   // A strided foo tensor joins the call and its signature, without a kernel view yet; returns its slot.
   size_t addStridedInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   const at::Tensor& viewOf(size_t slot);
+  at::Tensor addSparseInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  at::Tensor sparseOutput(const at::Tensor& result);
+  bool syncSparseArgument(SparseAlias& s);
   at::Tensor hostInput(const at::Tensor& cpu_tensor, TensorUse use);
   void signHostInput(const at::Tensor& cpu_tensor, TensorUse use);
   at::Tensor hostValue(const at::Tensor& cpu_tensor, TensorUse use);
@@ -218,8 +230,8 @@ class HostKernelCall {
   LaunchSignature signature_;
   c10::DeviceIndex device_ = -1;
   c10::optional<c10::Device> host_conflict_;
-  bool nested_ = false;
   c10::SmallVector<Alias, 4> aliases_;
+  c10::SmallVector<SparseAlias, 2> sparse_aliases_;
 };
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }

@@ -6,7 +6,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/copy_ops.h>
+#include <ATen/ops/copy_sparse_to_sparse_native.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/resize.h>
@@ -30,7 +32,7 @@ c10::DeviceIndex resolveDevice(std::optional<c10::Device> device) {
 
 void checkStridedDense(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
   TORCH_CHECK_NOT_IMPLEMENTED(layout.value_or(c10::kStrided) == c10::kStrided,
-                              "foo supports strided tensors only, got layout ", *layout);
+                              "foo does not support layout ", *layout);
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
 }
 
@@ -200,6 +202,13 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 // objects across devices). PyTorch counts only its own devices' dense tensors as interchangeable; a
 // dense foo tensor is as interchangeable with a dense CPU tensor as a CUDA one is.
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  // PyTorch accepts compressed sparse tensors of any device here, but swapping their data keeps the old
+  // device's components (SparseCsrTensorImpl has no shallow_copy_from): across devices, Module.to replaces them.
+  const c10::Layout layout = self.layout();
+  if ((layout == c10::kSparseCsr || layout == c10::kSparseCsc || layout == c10::kSparseBsr ||
+       layout == c10::kSparseBsc) && self.device() != from.device()) {
+    return false;
+  }
   const auto dense = [](c10::DispatchKeySet keys) {
     return keys.has(c10::DispatchKey::Dense) &&
            keys.has_any(c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit}));
@@ -210,6 +219,24 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+}
+
+// As on CUDA, a sparse device tensor cannot be pinned; PyTorch's own message would name the dispatch key.
+at::Tensor pin_sparse(const at::Tensor& self, std::optional<c10::Device>) {
+  TORCH_CHECK(false, "cannot pin a ", self.layout(), " foo tensor: only dense CPU tensors can be pinned");
+}
+
+// Copies into a sparse foo tensor copy its components with foo's copies (any devices), as CUDA's do; the
+// fallback would reject a source on another device.
+TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
+  m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
+  m.impl("_pin_memory", TORCH_FN(pin_sparse));
+}
+
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_));
+  m.impl("_pin_memory", TORCH_FN(pin_sparse));
 }
 
 // Conjugate and negative views reach the copy kernel as they are: the CPU copy on kernel views
