@@ -68,6 +68,7 @@ SCRIPTS = {
     "train_compiled": _as_script("train.py", "--compile"),
     "ddp_one_node": _torchrun("ddp_train.py", ["--standalone", "--nproc-per-node", "2"]),
     "profile": _as_script("profile_training.py"),
+    "sparse_embedding": _as_script("sparse_embedding.py"),
     "ddp_two_nodes": _torchrun("ddp_train.py", _NODE + ["--node-rank", "0"], _NODE + ["--node-rank", "1"]),
 }
 
@@ -105,6 +106,13 @@ def test_profile_example(subprocesses):
     with open(os.path.join(work, "profile", "memory.html")) as f:
         assert "snapshot.pickle" in f.read()  # the page PyTorch's memory viewer draws
     assert "PyTorch foo memory summary" in out
+
+
+def test_sparse_embedding_example(subprocesses):
+    """README's sparse example: sparse gradients and SparseAdam on foo learn what they learn on CPU."""
+    out = subprocesses.check("sparse_embedding")
+    assert "sparse documents on foo:0" in out
+    assert out.rstrip().endswith("OK: sparse training on foo matches CPU")
 
 
 def test_ddp_example_one_node(subprocesses):
