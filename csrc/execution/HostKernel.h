@@ -58,7 +58,7 @@ class PlannedRun {
   std::shared_ptr<LaunchPlan> plan_;
   // A captured launch runs at each replay of its graph: it keeps the views it made on its first run.
   bool captured_ = false;
-  std::mutex views_mutex_;  // replays of one graph on two streams may run it at once
+  std::mutex views_mutex_;  // launches of one graph run in order, but one replayed inside another need not
   c10::SmallVector<at::Tensor, 4> kept_views_;
   c10::SmallVector<Input, 4> inputs_;
   c10::SmallVector<std::optional<KernelViewSpec>, 2> outputs_;  // per output: a fresh output, else nullopt

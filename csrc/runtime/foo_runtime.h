@@ -146,7 +146,8 @@ fooError_t fooStreamIsCapturing(int device, fooStream_t stream, int* capturing);
 fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count);
 // The name of the graph's `index`-th launch (valid as long as the graph).
 fooError_t fooGraphGetNodeName(fooGraph_t graph, size_t index, const char** name);
-// Queues the graph's work on the stream as one piece of work (traced as a kernel named "fooGraph").
+// Queues the graph's work on the stream as one piece of work (traced as a kernel named "fooGraph"). As
+// CUDA's launches of one executable graph, it runs after the graph's previous launch, on whichever stream.
 fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream);
 // Releases the captured launches' arguments once no launch of the graph is still queued.
 fooError_t fooGraphDestroy(fooGraph_t graph);

@@ -67,6 +67,9 @@ struct GraphNodes {
     std::string name;
   };
   std::vector<Node> nodes;
+  void run() const {
+    for (const Node& node : nodes) node.fn(node.arg);
+  }
   ~GraphNodes() {
     for (const Node& node : nodes) node.release(node.arg);
   }
@@ -356,6 +359,9 @@ struct EventState {
 
 struct fooGraph {
   std::shared_ptr<foo_runtime::GraphNodes> nodes;
+  // Its launches, in the order the host made them: each runs after the one before, on whichever stream
+  // (as CUDA orders the launches of one executable graph).
+  std::shared_ptr<EventState> launches = std::make_shared<EventState>();
 };
 
 // Shared with the markers and waits still queued, so destroying a recorded event is safe (as on CUDA).
@@ -557,10 +563,24 @@ fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream) {
   if (graph == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   TracedLaunch* traced = traceLaunch(device, stream, fooActivityKindKernel, "fooGraph", "fooGraphLaunch");
+  if (streamOf(device, stream).capturing()) {
+    // Recorded into the graph being captured, it runs at that graph's replays, not in this one's order.
+    return launchClosure(device, stream, [nodes = graph->nodes] { nodes->run(); }, /*marker=*/false, traced);
+  }
+  std::shared_ptr<EventState> launches = graph->launches;
+  uint64_t launch = 0;
+  {
+    std::lock_guard<std::mutex> lock(launches->mutex);
+    launch = ++launches->recorded;
+  }
   // The queued launch holds the nodes: destroying the graph meanwhile releases nothing it still needs.
-  return launchClosure(device, stream, [nodes = graph->nodes] {
-    for (const GraphNodes::Node& node : nodes->nodes) node.fn(node.arg);
+  const fooError_t error = launchClosure(device, stream, [nodes = graph->nodes, launches, launch] {
+    launches->waitFor(launch - 1);  // the graph's previous launch, on any stream, has run
+    nodes->run();
+    launches->complete(launch);
   }, /*marker=*/false, traced);
+  if (error != fooSuccess) launches->complete(launch);  // nothing will run: later launches need not wait for it
+  return error;
 }
 
 fooError_t fooGraphDestroy(fooGraph_t graph) {

@@ -513,8 +513,8 @@ RUNTIME_TEST(a_graph_records_launches_and_replays_them_in_order) {
   EXPECT(launched == 0);
   // Replays, on the capturing stream and on another one, run the work again, in order.
   EXPECT_OK(fooGraphLaunch(graph, 0, stream));
-  EXPECT_OK(fooStreamSynchronize(0, stream));  // (two streams would run the replays concurrently)
   EXPECT_OK(fooGraphLaunch(graph, 1, 0));  // a graph of launches on foo:0, run by a stream of foo:1
+  EXPECT_OK(fooStreamSynchronize(0, stream));
   EXPECT_OK(fooDeviceSynchronize(1));
   EXPECT((order == std::vector<int>{1, 2, 1, 2}));
   EXPECT(released == 0);
@@ -574,6 +574,41 @@ RUNTIME_TEST(an_idle_stream_gives_back_what_its_finished_work_held) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT(argument.count == 1 && argument.by.load() != std::this_thread::get_id());
+}
+
+// A graph node that notes whether the gate its test holds was open when it ran.
+struct SeesGate {
+  std::atomic<bool>* opened;
+  std::vector<bool>* seen;
+  static void run(void* arg) {
+    auto* s = static_cast<SeesGate*>(arg);
+    s->seen->push_back(s->opened->load());
+  }
+  static void release(void*) {}
+};
+
+RUNTIME_TEST(launches_of_one_graph_run_in_order_whatever_their_streams) {
+  std::atomic<bool> opened{false};
+  std::vector<bool> seen;  // written by one replay at a time: they run in order
+  SeesGate node{&opened, &seen};
+  fooStream_t first = 0, second = 0;
+  EXPECT_OK(fooStreamCreate(0, &first, 0));
+  EXPECT_OK(fooStreamCreate(0, &second, 0));
+  EXPECT_OK(fooStreamBeginCapture(0, first));
+  EXPECT_OK(fooLaunchKernelEx(0, first, &SeesGate::run, &node, &SeesGate::release, fooActivityKindKernel, nullptr));
+  fooGraph_t graph = nullptr;
+  EXPECT_OK(fooStreamEndCapture(0, first, &graph));
+  Gate gate;
+  EXPECT_OK(fooLaunchKernel(0, first, &Gate::wait, &gate));
+  EXPECT_OK(fooGraphLaunch(graph, 0, first));   // held behind the gate
+  EXPECT_OK(fooGraphLaunch(graph, 0, second));  // an idle stream: runs only after the launch before
+  EXPECT_OK(fooGraphLaunch(graph, 1, 0));       // another device's stream too
+  opened = true;
+  gate.open.set_value();
+  EXPECT_OK(fooDeviceSynchronize(0));
+  EXPECT_OK(fooDeviceSynchronize(1));
+  EXPECT((seen == std::vector<bool>{true, true, true}));
+  EXPECT_OK(fooGraphDestroy(graph));
 }
 
 RUNTIME_TEST(a_destroyed_graph_keeps_what_a_queued_replay_needs) {
