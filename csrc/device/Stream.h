@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <type_traits>
 

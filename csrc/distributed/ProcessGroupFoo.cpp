@@ -259,9 +259,10 @@ at::Tensor flat(const at::Tensor& view) {
   return view.dim() == 1 ? view : view.as_strided({view.numel()}, {1});
 }
 
-void enqueueOn(const FooStream& stream, const std::string& name, std::function<void()> kernel) {
+template <class Kernel>
+void enqueueOn(const FooStream& stream, const std::string& name, Kernel&& kernel) {
   c10::StreamGuard on_stream(stream.unwrap());
-  enqueueOnStream(stream.device, name.c_str(), std::move(kernel));
+  enqueueOnStream(stream.device, name.c_str(), std::forward<Kernel>(kernel));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <optional>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -145,10 +146,11 @@ class HostKernelCall {
   }
   // Queues `kernel` on the current stream: it owns what it uses (kernel views of arguments and of outputs
   // allocated beforehand), as a kernel whose outputs are known before it runs (foo_backend.ops).
-  void queue(std::function<void()> kernel) {
+  template <class Kernel>
+  void queue(Kernel&& kernel) {
     prepare();
     const std::string name = profiledKernelName();
-    enqueueOnStream(device_, name.empty() ? nullptr : name.c_str(), std::move(kernel));
+    enqueueOnStream(device_, name.empty() ? nullptr : name.c_str(), std::forward<Kernel>(kernel));
   }
   // Runs a kernel that only computes metadata (a view's) at once, without waiting for the stream.
   template <class Kernel>
