@@ -238,4 +238,11 @@ class HostKernelCall {
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
+// A compressed sparse tensor (CSR, CSC, BSR or BSC), which SparseCsrTensorImpl holds.
+inline bool isSparseCompressed(const at::Tensor& t) {
+  const c10::Layout layout = t.layout();
+  return layout == c10::kSparseCsr || layout == c10::kSparseCsc || layout == c10::kSparseBsr ||
+         layout == c10::kSparseBsc;
+}
+
 }  // namespace foo

@@ -204,11 +204,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
   // PyTorch accepts compressed sparse tensors of any device here, but swapping their data keeps the old
   // device's components (SparseCsrTensorImpl has no shallow_copy_from): across devices, Module.to replaces them.
-  const c10::Layout layout = self.layout();
-  if ((layout == c10::kSparseCsr || layout == c10::kSparseCsc || layout == c10::kSparseBsr ||
-       layout == c10::kSparseBsc) && self.device() != from.device()) {
-    return false;
-  }
+  if (isSparseCompressed(self) && self.device() != from.device()) return false;
   const auto dense = [](c10::DispatchKeySet keys) {
     return keys.has(c10::DispatchKey::Dense) &&
            keys.has_any(c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit}));

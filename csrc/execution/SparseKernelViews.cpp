@@ -16,12 +16,6 @@ namespace {
 
 bool isCoo(const at::Tensor& t) { return t.layout() == c10::kSparse; }
 
-bool isCompressed(const at::Tensor& t) {
-  const c10::Layout layout = t.layout();
-  return layout == c10::kSparseCsr || layout == c10::kSparseCsc || layout == c10::kSparseBsr ||
-         layout == c10::kSparseBsc;
-}
-
 at::SparseTensorImpl* cooImpl(const at::Tensor& t) { return static_cast<at::SparseTensorImpl*>(t.unsafeGetTensorImpl()); }
 
 at::SparseCsrTensorImpl* compressedImpl(const at::Tensor& t) {
@@ -79,7 +73,7 @@ bool sameSparseMetadata(const at::Tensor& a, const at::Tensor& b) {
 }  // namespace
 
 at::Tensor HostKernelCall::addSparseInput(c10::MaybeOwned<at::Tensor> t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(isCoo(*t) || isCompressed(*t), op_name_, ": foo does not support layout ", t->layout());
+  TORCH_CHECK_NOT_IMPLEMENTED(isCoo(*t) || isSparseCompressed(*t), op_name_, ": foo does not support layout ", t->layout());
   for (size_t i = 0; i < sparse_aliases_.size(); ++i) {
     if (sparse_aliases_[i].foo->unsafeGetTensorImpl() == t->unsafeGetTensorImpl()) {  // x.add_(x): one view
       signature_.add(static_cast<int64_t>(i));
@@ -105,7 +99,7 @@ at::Tensor HostKernelCall::addSparseInput(c10::MaybeOwned<at::Tensor> t) {
 at::Tensor HostKernelCall::sparseOutput(const at::Tensor& result) {
   for (const SparseAlias& s : sparse_aliases_)
     if (s.view.unsafeGetTensorImpl() == result.unsafeGetTensorImpl()) return *s.foo;  // in-place or out=
-  TORCH_CHECK_NOT_IMPLEMENTED(isCoo(result) || isCompressed(result), op_name_, ": foo does not support layout ",
+  TORCH_CHECK_NOT_IMPLEMENTED(isCoo(result) || isSparseCompressed(result), op_name_, ": foo does not support layout ",
                               result.layout());
   Parts parts;
   for (at::Tensor& part : partsOf(result)) parts.push_back(output(std::move(part)));
