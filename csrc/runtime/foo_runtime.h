@@ -98,9 +98,9 @@ fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void*
 // fooLaunchKernel with what activity tracing records of the work, its kind (a kernel or a copy) and name
 // (copied; may be null), and `release` (may be null): called with `arg` once the runtime no longer needs it,
 // after fn ran or, for a launch a graph captured, when the graph is destroyed (fn may then run many times).
-// After a run, the host thread that next launches a kernel on the stream, queries or synchronizes it
-// calls it, as the host frees what it allocated (the worker does once the stream idles, or when many
-// are waiting): so release must not take a lock its caller may hold while launching. When a stream or
+// After a run, a host thread that launches kernels on the stream (every 16th launch gives back what ran
+// before it), queries or synchronizes it calls it, as the host frees what it allocated (the worker does
+// once the stream idles): so release must not take a lock its caller may hold while launching. When a stream or
 // device synchronization returns, or a query says the stream is done, the arguments of the work it
 // waited for are released; an event's completion says nothing about them.
 // Only a launch with `release` can be captured.

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,35 +74,120 @@ struct GraphNodes {
   }
 };
 
+// Asks for the cache line at `address` ahead of a write: a line another core (a stream's worker) holds
+// must first be given up, which an early request overlaps with other work (PREFETCHW, a no-op on x86
+// processors without it).
+inline void prepareForWriting(const void* address) {
+#if defined(__x86_64__)
+  if (address != nullptr) asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(address)));
+#else
+  (void)address;
+#endif
+}
+
+// A queued task, in a node of the stream's queue. Nodes come from a per-thread cache: a host thread
+// keeps the nodes of the tasks it gives back, and takes them again for its next launches.
+struct Node {
+  std::atomic<Node*> next{nullptr};
+  Task task;
+};
+
+class NodeCache {
+ public:
+  Node* take(const Task& task) {
+    Node* node = free_;
+    if (node == nullptr) return new Node{{nullptr}, task};
+    free_ = node->next.load(std::memory_order_relaxed);
+    --count_;
+    // The next launch's node was read by a stream's worker: ask for its line a launch ahead.
+    if (free_ != nullptr) prepareForWriting(free_);
+    node->next.store(nullptr, std::memory_order_relaxed);
+    node->task = task;
+    return node;
+  }
+  void give(Node* node) {
+    if (count_ >= kMaxNodes) {
+      delete node;
+      return;
+    }
+    node->next.store(free_, std::memory_order_relaxed);
+    free_ = node;
+    ++count_;
+  }
+  ~NodeCache() {
+    while (free_ != nullptr) {
+      Node* next = free_->next.load(std::memory_order_relaxed);
+      delete free_;
+      free_ = next;
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxNodes = 4096;
+  Node* free_ = nullptr;
+  size_t count_ = 0;
+};
+
+struct ThreadNodes {
+  NodeCache cache;
+  ThreadNodes() { alive = true; }
+  ~ThreadNodes() { alive = false; }
+  static thread_local bool alive;  // trivially destructible: readable while the thread exits
+};
+thread_local bool ThreadNodes::alive = false;
+thread_local ThreadNodes t_nodes;
+thread_local bool t_stream_worker = false;  // workers launch nothing: they keep no nodes
+
+Node* newNode(const Task& task) { return t_nodes.cache.take(task); }
+
+void recycleNode(Node* node) {
+  if (ThreadNodes::alive && !t_stream_worker) {
+    t_nodes.cache.give(node);
+  } else {
+    delete node;
+  }
+}
+
+// The host launches without locks: launches enter a multi-producer queue that only the stream's worker
+// consumes (Vyukov's intrusive queue: `head_` is the node last consumed, producers swap `tail_`). The
+// worker only reads the nodes and counts what it completed; host threads give back the arguments of
+// completed tasks, walking the queue behind the worker, every kReleaseEvery launches and whenever they
+// query or synchronize the stream: the host allocated them, and memory freed on the thread that
+// allocated it stays in that thread's cache (a worker freeing it would contend with the host for the
+// heap's lock), and the cache lines the worker writes are read once per batch, not once per launch.
+// Once the stream idles, the worker gives back what is left itself. `mutex_` serves the slow paths
+// only: sleeping, waiting, captures and events' markers.
 class Stream {
  public:
+  Stream() : tail_(new Node) {
+    head_ = tail_.load(std::memory_order_relaxed);
+    released_node_ = head_;
+  }
+
   // Queues the task, or records it when the stream is capturing (a task without a release function
   // cannot be recorded: it may free its argument as it runs).
-  fooError_t launch(Task task) {
-    bool wake = false;
-    FinishedTasks finished;
-    {
+  fooError_t launch(const Task& task) {
+    if (g_capturing_streams.load(std::memory_order_acquire) != 0) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (capture_) return capture(task);
-      if (!worker_started_) {
-        finished_.reserve(kMaxFinished);
-        std::thread([this] { work(); }).detach();  // streams live as long as the process
-        worker_started_ = true;
-      }
-      queue_.push_back(task);
-      ++submitted_;
-      queued_.store(queue_.size(), std::memory_order_release);
-      wake = worker_sleeping_;
-      // Not for event records: the caching allocator records them under its lock, which a release
-      // (freeing a kernel's tensors) would take again.
-      if (!task.marker) takeFinished(finished);
     }
-    if (wake) work_ready_.notify_one();
+    std::call_once(worker_started_, [this] { std::thread([this] { work(); }).detach(); });  // lives as long as the process
+    const uint64_t launched = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
+    Node* node = newNode(task);
+    Node* previous = tail_.exchange(node, std::memory_order_acq_rel);
+    previous->next.store(node, std::memory_order_seq_cst);  // pairs with the worker's going to sleep
+    if (worker_sleeping_.load(std::memory_order_seq_cst)) {
+      { std::lock_guard<std::mutex> lock(mutex_); }  // the worker is either waiting or sees the node
+      work_ready_.notify_one();
+    }
+    // Not for event records: the caching allocator records them under its lock, which a release
+    // (freeing a kernel's tensors) would take again.
+    if (!task.marker && launched % kReleaseEvery == 0) giveBackCompleted();
     return fooSuccess;
   }
 
   // With FOO_LAUNCH_BLOCKING=1: runs the task now, unless the stream is capturing (then records it).
-  fooError_t runInline(Task task) {
+  fooError_t runInline(const Task& task) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (capture_) return capture(task);
@@ -134,95 +218,128 @@ class Stream {
     return fooSuccess;
   }
 
-  // fooSuccess when all its work is done, fooErrorNotReady while some is not, and
-  // fooErrorStreamCaptureUnsupported while it captures (one lock: synchronous runs ask it every time).
+  // fooSuccess when all its work is done and given back, fooErrorNotReady while some is not, and
+  // fooErrorStreamCaptureUnsupported while it captures.
   fooError_t query() {
-    FinishedTasks finished;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (capture_) return fooErrorStreamCaptureUnsupported;
-    const bool all_taken = takeFinished(finished);
-    return completed_ == submitted_ && releasing_ == 0 && all_taken ? fooSuccess : fooErrorNotReady;
-  }
-
-  uint64_t launched() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return submitted_;
-  }
-
-  // Waits for the work launched so far; refused while it captures.
-  fooError_t synchronize() {
-    for (;;) {  // the finished tasks it releases may hold more than one batch
-      FinishedTasks finished;
-      std::unique_lock<std::mutex> lock(mutex_);
+    bool done = false;
+    {
+      // Under the lock an event's marker runs in: the stream is idle only once its events are complete.
+      std::lock_guard<std::mutex> lock(mutex_);
       if (capture_) return fooErrorStreamCaptureUnsupported;
-      const uint64_t target = submitted_;
-      if (completed_ < target) {
-        // Polls briefly before sleeping, as CUDA's host spins while a short wait is likely: a wake-up
-        // costs more than the small kernels a host typically waits for.
-        lock.unlock();
-        pollFor([&] { return completed_count_.load(std::memory_order_acquire) >= target; });
-        lock.lock();
-      }
-      // Returns once the work is done and the worker gives nothing back any more: what the work held is
-      // then released, as on return from a synchronization before arguments were given back late.
-      ++waiters_;
-      work_done_.wait(lock, [&] { return completed_ >= target && releasing_ == 0; });
-      --waiters_;
-      if (takeFinished(finished)) return fooSuccess;
+      done = completed_.load(std::memory_order_acquire) == submitted_.load(std::memory_order_acquire);
     }
+    giveBackCompleted();
+    return done && releasing_.load(std::memory_order_seq_cst) == 0 ? fooSuccess : fooErrorNotReady;
+  }
+
+  uint64_t launched() { return submitted_.load(std::memory_order_acquire); }
+
+  // Waits for the work launched so far; refused while it captures. Without locks when nothing is
+  // left to wait for (a device synchronization asks every stream of the device).
+  fooError_t synchronize() {
+    if (capturing()) return fooErrorStreamCaptureUnsupported;
+    const uint64_t target = submitted_.load(std::memory_order_acquire);
+    if (completed_.load(std::memory_order_acquire) < target) {
+      // Polls briefly before sleeping, as CUDA's host spins while a short wait is likely: a wake-up
+      // costs more than the small kernels a host typically waits for.
+      pollFor([&] { return completed_.load(std::memory_order_acquire) >= target; });
+      std::unique_lock<std::mutex> lock(mutex_);
+      waitUntil(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= target; });
+    }
+    // Returns once what the work held is given back, as on return from a synchronization before
+    // arguments were given back late: by this thread, or by the worker (which counts as releasing
+    // before it takes any: whatever this thread does not find, the worker is still releasing).
+    giveBackCompleted();
+    if (releasing_.load(std::memory_order_seq_cst) != 0) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      waitUntil(lock, [&] { return releasing_.load(std::memory_order_seq_cst) == 0; });
+    }
+    return fooSuccess;
   }
 
  private:
   void work() {
-    std::unique_lock<std::mutex> lock(mutex_);
+    t_stream_worker = true;
     for (;;) {
-      if (queue_.empty()) {
+      Node* next = head_->next.load(std::memory_order_acquire);
+      if (next == nullptr) {
         // A host launching small kernels queues the next one within microseconds: polling briefly
         // before sleeping spares each launch a wake-up (as CUDA's driver spins while it waits).
-        lock.unlock();
-        pollFor([&] { return queued_.load(std::memory_order_acquire) != 0; });
-        lock.lock();
-        if (queue_.empty() && !finished_.empty()) {
+        pollFor([&] { return head_->next.load(std::memory_order_acquire) != nullptr; });
+        if (head_->next.load(std::memory_order_acquire) != nullptr) continue;
+        if (released_.load(std::memory_order_acquire) < completed_.load(std::memory_order_relaxed)) {
           // Idle: gives back what no host thread came for, so nothing stays held while the stream sleeps.
-          ++releasing_;
-          {
-            FinishedTasks finished;
-            takeFinished(finished);
-            lock.unlock();
-          }
-          lock.lock();
-          --releasing_;
-          if (waiters_ > 0) work_done_.notify_all();
+          releasing_.fetch_add(1, std::memory_order_seq_cst);
+          giveBackCompleted();
+          releasing_.fetch_sub(1, std::memory_order_seq_cst);
+          notifyWaiters();
           continue;
         }
-        worker_sleeping_ = true;
-        work_ready_.wait(lock, [&] { return !queue_.empty(); });
-        worker_sleeping_ = false;
+        std::unique_lock<std::mutex> lock(mutex_);
+        worker_sleeping_.store(true, std::memory_order_seq_cst);
+        work_ready_.wait(lock, [&] { return head_->next.load(std::memory_order_seq_cst) != nullptr; });
+        worker_sleeping_.store(false, std::memory_order_relaxed);
+        continue;
       }
-      const Task task = queue_.front();
-      queue_.pop_front();
-      queued_.store(queue_.size(), std::memory_order_release);
+      const Task task = next->task;
+      head_ = next;
       if (task.marker) {
-        completed_count_.store(++completed_, std::memory_order_release);
+        // Counted done after it ran, and both under the lock query() reads the count under: whoever
+        // sees the stream past the marker sees its event complete, and whoever sees the event complete
+        // and then queries the stream sees it past the marker.
+        std::lock_guard<std::mutex> lock(mutex_);
         task.fn(task.arg);
-        task.release(task.arg);
+        completed_.fetch_add(1, std::memory_order_seq_cst);
       } else {
-        lock.unlock();
         runTraced(task.traced, task.fn, task.arg);
-        lock.lock();
-        if (task.release != nullptr) {
-          if (finished_.size() < kMaxFinished) {
-            finished_.push_back({task.release, task.arg});
-          } else {  // given back here, before the task counts as done
-            lock.unlock();
-            task.release(task.arg);
-            lock.lock();
-          }
-        }
-        completed_count_.store(++completed_, std::memory_order_release);
+        completed_.fetch_add(1, std::memory_order_seq_cst);
       }
-      if (waiters_ > 0) work_done_.notify_all();
+      notifyWaiters();
     }
+  }
+
+  // Gives back the arguments of the completed tasks not given back yet, on this thread, in batches:
+  // a release may free tensors, which may launch (an event record), so none runs under the lock.
+  void giveBackCompleted() {
+    if (released_.load(std::memory_order_acquire) == completed_.load(std::memory_order_acquire)) return;
+    for (;;) {
+      Node* passed[32];  // nodes the worker has moved past, each with the task of the node after it
+      size_t count = 0;
+      {
+        std::lock_guard<std::mutex> lock(release_mutex_);
+        const uint64_t completed = completed_.load(std::memory_order_acquire);
+        uint64_t released = released_.load(std::memory_order_relaxed);
+        if (released == completed) return;
+        for (; released < completed && count < std::size(passed); ++released) {
+          passed[count++] = released_node_;
+          released_node_ = released_node_->next.load(std::memory_order_acquire);  // linked: it was consumed
+          // The worker read what is written next (the node, and an argument its release frees): asked for
+          // now, the lines it holds are given up for all of the batch at once, not one write at a time.
+          prepareForWriting(passed[count - 1]);
+          prepareForWriting(released_node_->task.arg);
+        }
+        released_.store(released, std::memory_order_release);
+      }
+      for (size_t i = 0; i < count; ++i) {
+        const Task& task = passed[i]->next.load(std::memory_order_relaxed)->task;
+        if (task.release != nullptr) task.release(task.arg);
+      }
+      for (size_t i = 0; i < count; ++i) recycleNode(passed[i]);
+    }
+  }
+
+  // Waits under `lock` (on mutex_) until `ready()`, which the worker changes before notifyWaiters().
+  template <class Ready>
+  void waitUntil(std::unique_lock<std::mutex>& lock, Ready&& ready) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    work_done_.wait(lock, ready);
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void notifyWaiters() {
+    if (waiters_.load(std::memory_order_seq_cst) == 0) return;
+    { std::lock_guard<std::mutex> lock(mutex_); }  // a waiter is either waiting or sees the change
+    work_done_.notify_all();
   }
 
   // Waits up to kPollBeforeSleeping for `ready()`, yielding the core meanwhile.
@@ -230,29 +347,6 @@ class Stream {
   static void pollFor(Ready&& ready) {
     const auto deadline = std::chrono::steady_clock::now() + kPollBeforeSleeping;
     while (!ready() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  }
-
-  // Tasks that ran, whose arguments a host thread gives back (see finished_).
-  struct Finished {
-    fooReleaseFn release;
-    void* arg;
-  };
-  // A batch of them, given back when it goes out of scope (declared before the lock it is filled under).
-  struct FinishedTasks {
-    Finished tasks[32];  // not initialised: filled up to `count`
-    size_t count = 0;
-    ~FinishedTasks() {
-      for (size_t i = 0; i < count; ++i) tasks[i].release(tasks[i].arg);
-    }
-  };
-
-  // Under the lock: moves a batch of finished tasks to `out`; returns whether none is left.
-  bool takeFinished(FinishedTasks& out) {
-    while (!finished_.empty() && out.count < std::size(out.tasks)) {
-      out.tasks[out.count++] = finished_.back();
-      finished_.pop_back();
-    }
-    return finished_.empty();
   }
 
   // Under the lock, while capturing.
@@ -264,26 +358,24 @@ class Stream {
   }
 
   static constexpr std::chrono::microseconds kPollBeforeSleeping{50};
-  static constexpr size_t kMaxFinished = 1024;
+  static constexpr uint64_t kReleaseEvery = 16;
 
+  // Each on its own cache line: the host writes the first two, the worker the next two.
+  alignas(64) std::atomic<Node*> tail_;
+  alignas(64) std::atomic<uint64_t> submitted_{0};
+  alignas(64) Node* head_;
+  alignas(64) std::atomic<uint64_t> completed_{0};
+  alignas(64) std::mutex release_mutex_;
+  Node* released_node_;                // the last node whose task was given back (or the first stub)
+  std::atomic<uint64_t> released_{0};  // written under release_mutex_
+  alignas(64) std::atomic<bool> worker_sleeping_{false};
+  std::atomic<int> waiters_{0};
+  std::atomic<int> releasing_{0};  // the worker is giving tasks back
+  std::once_flag worker_started_;
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  std::deque<Task> queue_;
-  std::atomic<size_t> queued_{0};  // queue_.size(), readable without the lock
-  uint64_t submitted_ = 0;
-  uint64_t completed_ = 0;
-  std::atomic<uint64_t> completed_count_{0};  // completed_, readable without the lock
-  int waiters_ = 0;
-  int releasing_ = 0;  // batches of finished tasks the worker is giving back
-  bool worker_started_ = false;
-  bool worker_sleeping_ = false;
   std::shared_ptr<GraphNodes> capture_;  // the graph being captured, if any
-  // Tasks that ran, waiting for their arguments to be given back by the next host thread that launches
-  // on, queries or synchronizes the stream: the host allocated them, and memory freed on the thread that
-  // allocated it stays in that thread's cache (a worker freeing it contends with the host for the heap's
-  // lock on every launch). Past kMaxFinished, or once the stream idles, the worker gives them back itself.
-  std::vector<Finished> finished_;
 };
 
 struct DeviceStreams {
@@ -301,7 +393,7 @@ bool validStream(int device, fooStream_t stream) {
 
 Stream& streamOf(int device, fooStream_t stream) { return g_devices[device].streams[stream]; }
 
-fooError_t launchTask(int device, fooStream_t stream, Task task) {
+fooError_t launchTask(int device, fooStream_t stream, const Task& task) {
   if (task.traced != nullptr) task.traced->call_end_ns = activityClockNs();
   Stream& queue = streamOf(device, stream);
   return launchBlocking() ? queue.runInline(task) : queue.launch(task);
