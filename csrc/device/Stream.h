@@ -90,13 +90,30 @@ struct KernelThreadSettings {
 class QueuedWork {
  public:
   virtual ~QueuedWork() = default;
+  // One block per launch, allocated and freed (see fooLaunchKernelEx) on the launching host thread: a
+  // per-thread cache of blocks serves it, since glibc's own cache takes only blocks up to 1 KB.
+  static void* operator new(size_t size);
+  static void operator delete(void* block, size_t size);
+  // Queues `work` on `device`'s current stream (see enqueueOnStream).
   static void enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
-                      fooActivityKind kind);
+                      fooActivityKind kind = fooActivityKindKernel);
 
  private:
   virtual void run() = 0;
   c10::DeviceIndex device_ = -1;
   KernelThreadSettings settings_;
+};
+
+// A kernel as queued work: built where it is queued from, so what it holds is never moved again.
+template <class Kernel>
+class QueuedKernel final : public QueuedWork {
+ public:
+  template <class... Args>
+  explicit QueuedKernel(Args&&... args) : kernel(std::forward<Args>(args)...) {}
+  Kernel kernel;
+
+ private:
+  void run() override { kernel(); }
 };
 
 // Queues `kernel()` on `device`'s current stream and returns at once. The kernel must own (capture by
@@ -108,12 +125,8 @@ class QueuedWork {
 template <class Kernel>
 void enqueueOnStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
                      fooActivityKind kind = fooActivityKindKernel) {
-  struct Work final : QueuedWork {
-    explicit Work(Kernel&& k) : kernel(std::forward<Kernel>(k)) {}
-    void run() override { kernel(); }
-    std::decay_t<Kernel> kernel;
-  };
-  QueuedWork::enqueue(std::make_unique<Work>(std::forward<Kernel>(kernel)), device, name, kind);
+  QueuedWork::enqueue(std::make_unique<QueuedKernel<std::decay_t<Kernel>>>(std::forward<Kernel>(kernel)), device,
+                      name, kind);
 }
 
 // True on a stream's worker thread, inside a kernel queued by enqueueOnStream: such code must not

@@ -162,9 +162,9 @@ at::Tensor fooTensor(c10::Storage storage, caffe2::TypeMeta dtype, c10::IntArray
   return t;
 }
 
-bool sameMetadata(const at::Tensor& t, const LaunchPlan::Output& spec) {
-  return t.dtype() == spec.dtype && t.sizes() == c10::IntArrayRef(spec.sizes) &&
-         t.strides() == c10::IntArrayRef(spec.strides) && t.storage_offset() == spec.storage_offset &&
+bool sameMetadata(const at::Tensor& t, const KernelViewSpec& spec) {
+  return t.dtype() == spec.dtype && t.sizes() == spec.sizes() && t.strides() == spec.strides() &&
+         t.storage_offset() == spec.storage_offset &&
          t.is_conj() == spec.conj && t.is_neg() == spec.neg;
 }
 
@@ -192,9 +192,8 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   return findLaunchPlan(signature_);
 }
 
-PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs,
-                                   bool views_on_worker) {
-  PlannedRun run(c10::impl::tls_local_dispatch_key_set());
+void HostKernelCall::planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs,
+                             bool views_on_worker) {
   outputs.reserve(plan->outputs.size());
   for (const LaunchPlan::Output& spec : plan->outputs) {
     if (spec.kind == LaunchPlan::Output::kArgument) {
@@ -202,38 +201,40 @@ PlannedRun HostKernelCall::planRun(std::shared_ptr<LaunchPlan> plan, std::vector
       run.outputs_.emplace_back();
     } else if (spec.kind == LaunchPlan::Output::kFresh) {
       outputs.push_back(freshOutput(spec));
-      run.outputs_.emplace_back(KernelViewSpec(outputs.back()));
+      run.outputs_.push_back({true, KernelViewSpec(outputs.back())});
     } else {
       outputs.emplace_back();
       run.outputs_.emplace_back();
     }
   }
   if (views_on_worker) {
-    for (const Alias& a : aliases_) run.inputs_.push_back({KernelViewSpec(*a.foo), a.storage_slot});
+    for (const Alias& a : aliases_) run.inputs_.push_back({a.storage_slot, KernelViewSpec(*a.foo)});
     int capturing = 0;
     FOO_CHECK(fooStreamIsCapturing(device_, currentStream(device_), &capturing));
-    run.captured_ = capturing != 0;
+    if (capturing != 0) run.kept_ = std::make_unique<PlannedRun::KeptViews>();
   }
   run.plan_ = std::move(plan);
   run.op_name_ = op_name_;
-  return run;
 }
 
 void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel) {
   c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys_);
   c10::SmallVector<at::Tensor, 4> views = inputViews();
   OutputHints hints;
-  for (const std::optional<KernelViewSpec>& output : outputs_)
-    if (output && output->storage_nbytes > 0) hints.push_back({output->data, output->storage_nbytes});
-  std::vector<at::Tensor> results;
-  results.reserve(outputs_.size());
+  for (const Output& output : outputs_)
+    if (output.fresh && output.spec.storage_nbytes > 0) hints.push_back({output.spec.data, output.spec.storage_nbytes});
+  // The worker's one results vector, reused from run to run (taken, in case a kernel runs another).
+  static thread_local std::vector<at::Tensor> t_spare_results;
+  std::vector<at::Tensor> results = std::move(t_spare_results);
   {
     OfferOutputHints offer(hints);
     kernel(views, results);
   }
   bool matches = results.size() == outputs_.size();
   for (size_t i = 0; matches && i < outputs_.size(); ++i)
-    matches = !outputs_[i] || (results[i].defined() && sameMetadata(results[i], plan_->outputs[i]));
+    // Against the run's own copy of the plan's metadata: the worker reads nothing of the plan itself,
+    // whose reference count the host changes at every launch (a cache line both would write).
+    matches = !outputs_[i].fresh || (results[i].defined() && sameMetadata(results[i], outputs_[i].spec));
   if (!matches) {
     plan_->stale = true;
     TORCH_CHECK(false, op_name_, " returned outputs of other shapes than an earlier call with the same arguments: "
@@ -243,23 +244,24 @@ void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::
   // in another order): they are all taken out before any is copied to its output.
   c10::SmallVector<size_t, 4> misplaced;
   for (size_t i = 0; i < outputs_.size(); ++i) {
-    if (outputs_[i] && results[i].storage().data() != outputs_[i]->data) misplaced.push_back(i);
+    if (outputs_[i].fresh && results[i].storage().data() != outputs_[i].spec.data) misplaced.push_back(i);
   }
   if (misplaced.size() > 1) {
     for (size_t i : misplaced) results[i] = results[i].clone();
   }
-  for (size_t i : misplaced) kernelView(*outputs_[i]).copy_(results[i]);
+  for (size_t i : misplaced) kernelView(outputs_[i].spec).copy_(results[i]);
   results.clear();
-  if (!captured_) {
+  t_spare_results = std::move(results);
+  if (!kept_) {
     for (at::Tensor& view : views) recycleKernelView(std::move(view));
   }
 }
 
 c10::SmallVector<at::Tensor, 4> PlannedRun::inputViews() {
   std::unique_lock<std::mutex> keeping;
-  if (captured_) {
-    keeping = std::unique_lock<std::mutex>(views_mutex_);
-    if (!kept_views_.empty() || inputs_.empty()) return kept_views_;
+  if (kept_) {
+    keeping = std::unique_lock<std::mutex>(kept_->mutex);
+    if (!kept_->views.empty() || inputs_.empty()) return kept_->views;
   }
   // This thread's own views, made from its pool (and given back to it after the run, unless kept).
   c10::SmallVector<at::Tensor, 4> views;
@@ -267,7 +269,7 @@ c10::SmallVector<at::Tensor, 4> PlannedRun::inputViews() {
     const Input& input = inputs_[slot];
     views.push_back(kernelView(input.spec, input.storage_slot < slot ? views[input.storage_slot].storage() : c10::Storage()));
   }
-  if (captured_) kept_views_ = views;
+  if (kept_) kept_->views = views;
   return views;
 }
 

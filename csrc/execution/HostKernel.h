@@ -36,13 +36,8 @@ namespace foo {
 // offers the kernel the outputs the host allocated, and checks the kernel's results against the plan.
 class PlannedRun {
  public:
-  PlannedRun(PlannedRun&& other) noexcept
-      : plan_(std::move(other.plan_)),
-        captured_(other.captured_),
-        inputs_(std::move(other.inputs_)),
-        outputs_(std::move(other.outputs_)),
-        keys_(other.keys_),
-        op_name_(other.op_name_) {}
+  // With the dispatch keys of the calling thread, which the kernel runs with; HostKernelCall::launch fills it.
+  explicit PlannedRun(c10::impl::LocalDispatchKeySet keys) : keys_(keys) {}
   // `kernel(views, results)`: `views` are the kernel views of the call's foo arguments, by slot.
   void execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel);
   const char* kernelName() const { return plan_->kernel_name.c_str(); }
@@ -51,24 +46,32 @@ class PlannedRun {
   friend class HostKernelCall;
   // The kernel views of the inputs, made on this thread (or kept from an earlier run of a captured launch).
   c10::SmallVector<at::Tensor, 4> inputViews();
-  explicit PlannedRun(c10::impl::LocalDispatchKeySet keys) : keys_(keys) {}
+  // Members in the order the worker reads them, flags before the specs they qualify: the host writes a
+  // run at every launch, and each cache line it writes is one the worker must fetch from another core.
   struct Input {
-    KernelViewSpec spec;
     size_t storage_slot;  // the first slot with the same storage: their views share one
+    KernelViewSpec spec;
   };
-  std::shared_ptr<LaunchPlan> plan_;
+  struct Output {
+    bool fresh = false;  // allocated by the host for this run (else an argument, or undefined)
+    KernelViewSpec spec;
+  };
   // A captured launch runs at each replay of its graph: it keeps the views it made on its first run.
-  bool captured_ = false;
-  std::mutex views_mutex_;  // launches of one graph run in order, but one replayed inside another need not
-  c10::SmallVector<at::Tensor, 4> kept_views_;
-  c10::SmallVector<Input, 4> inputs_;
-  c10::SmallVector<std::optional<KernelViewSpec>, 2> outputs_;  // per output: a fresh output, else nullopt
+  struct KeptViews {
+    std::mutex mutex;  // launches of one graph run in order, but one replayed inside another need not
+    c10::SmallVector<at::Tensor, 4> views;
+  };
   c10::impl::LocalDispatchKeySet keys_;  // the caller's, which the kernel runs with
+  std::unique_ptr<KeptViews> kept_;      // for a captured launch only
+  c10::SmallVector<Input, 3> inputs_;
+  c10::SmallVector<Output, 1> outputs_;
+  std::shared_ptr<LaunchPlan> plan_;
   const char* op_name_ = nullptr;
 };
 
 template <class Kernel>
 struct PlannedLaunch {
+  explicit PlannedLaunch(Kernel&& k) : run(c10::impl::tls_local_dispatch_key_set()), kernel(std::move(k)) {}
   PlannedRun run;
   Kernel kernel;
   void operator()() { run.execute(kernel); }
@@ -170,9 +173,11 @@ class HostKernelCall {
   template <class Kernel>
   std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel, bool views_on_worker) {
     std::vector<at::Tensor> outputs;
-    PlannedRun run = planRun(std::move(plan), outputs, views_on_worker);
+    auto work = std::make_unique<QueuedKernel<PlannedLaunch<Kernel>>>(std::move(kernel));
+    PlannedRun& run = work->kernel.run;
+    planRun(run, std::move(plan), outputs, views_on_worker);
     const char* name = run.kernelName();  // the plan, which holds it, outlives the launch call
-    enqueueOnStream(device_, name, PlannedLaunch<Kernel>{std::move(run), std::move(kernel)});
+    QueuedWork::enqueue(std::move(work), device_, name);
     return outputs;
   }
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
@@ -225,8 +230,9 @@ class HostKernelCall {
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
   at::Tensor wrap(c10::Storage storage, const at::Tensor& like) const;
   at::Tensor freshOutput(const LaunchPlan::Output& spec) const;
-  // Allocates the outputs of `plan` into `outputs`.
-  PlannedRun planRun(std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs, bool views_on_worker);
+  // Fills `run` and allocates the outputs of `plan` into `outputs`.
+  void planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs,
+               bool views_on_worker);
 
   const char* op_name_;
   LaunchSignature signature_;

@@ -171,19 +171,26 @@ ViewLayout layoutOf(const at::Tensor& t) {
 
 }  // namespace
 
-KernelViewSpec::KernelViewSpec(const at::Tensor& foo_tensor)
-    : data(fooKernelAddress(foo_tensor.storage().data())),
-      storage_nbytes(foo_tensor.storage().nbytes()),
-      device(foo_tensor.device().index()),
-      dtype(foo_tensor.dtype()),
-      storage_offset(foo_tensor.storage_offset()),
-      sizes(foo_tensor.sizes().begin(), foo_tensor.sizes().end()),
-      strides(foo_tensor.strides().begin(), foo_tensor.strides().end()),
-      conj(foo_tensor.is_conj()),
-      neg(foo_tensor.is_neg()) {}
+KernelViewSpec::KernelViewSpec(const at::Tensor& foo_tensor) {
+  const c10::TensorImpl* impl = foo_tensor.unsafeGetTensorImpl();
+  const c10::Storage& storage = impl->unsafe_storage();
+  data = fooKernelAddress(storage.data());
+  storage_nbytes = storage.nbytes();
+  storage_offset = impl->storage_offset();
+  dtype = impl->dtype();
+  device = impl->device().index();
+  conj = impl->is_conj();
+  neg = impl->is_neg();
+  const c10::IntArrayRef sizes = impl->sizes();
+  const c10::IntArrayRef strides = impl->strides();
+  sizes_and_strides.reserve(2 * sizes.size());
+  sizes_and_strides.append(sizes.begin(), sizes.end());
+  sizes_and_strides.append(strides.begin(), strides.end());
+}
 
 at::Tensor kernelView(const KernelViewSpec& spec, c10::Storage view_storage) {
-  return aliasView({spec.dtype, spec.sizes, spec.strides, spec.storage_offset, spec.storage_nbytes, spec.conj, spec.neg},
+  return aliasView({spec.dtype, spec.sizes(), spec.strides(), spec.storage_offset, spec.storage_nbytes, spec.conj,
+                    spec.neg},
                    spec.data, kernelViewAllocator(spec.device), std::move(view_storage));
 }
 

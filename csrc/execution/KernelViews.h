@@ -23,16 +23,21 @@ at::Tensor kernelView(const at::Tensor& foo_tensor, c10::Storage view_storage = 
 // A kernel view described by value: a snapshot of a foo tensor's metadata, which a queued kernel turns
 // into a kernel view on its stream's worker. The worker then creates and recycles its views itself, and
 // the host never touches objects the worker wrote (each such access costs a transfer between caches).
+// Compact, as the host writes one per tensor at every launch and the worker reads it from another core.
 struct KernelViewSpec {
   KernelViewSpec() = default;
   explicit KernelViewSpec(const at::Tensor& foo_tensor);
+  c10::IntArrayRef sizes() const { return c10::IntArrayRef(sizes_and_strides.data(), sizes_and_strides.size() / 2); }
+  c10::IntArrayRef strides() const {
+    return c10::IntArrayRef(sizes_and_strides.data() + sizes_and_strides.size() / 2, sizes_and_strides.size() / 2);
+  }
   void* data = nullptr;  // the storage's start, through the kernel mapping
   size_t storage_nbytes = 0;
-  c10::DeviceIndex device = -1;
-  caffe2::TypeMeta dtype;
   int64_t storage_offset = 0;
-  c10::SmallVector<int64_t, 5> sizes, strides;
+  caffe2::TypeMeta dtype;
+  c10::DeviceIndex device = -1;
   bool conj = false, neg = false;
+  c10::SmallVector<int64_t, 8> sizes_and_strides;  // the sizes, then the strides
 };
 // The kernel view `spec` describes; `view_storage` as kernelView's.
 at::Tensor kernelView(const KernelViewSpec& spec, c10::Storage view_storage = {});
