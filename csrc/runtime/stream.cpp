@@ -85,9 +85,18 @@ inline void prepareForWriting(const void* address) {
 #endif
 }
 
+// Tells the processor this thread spins (it then yields resources to its sibling hardware thread).
+inline void spinPause() {
+#if defined(__x86_64__)
+  asm volatile("pause");
+#else
+  std::this_thread::yield();
+#endif
+}
+
 // A queued task, in a node of the stream's queue. Nodes come from a per-thread cache: a host thread
 // keeps the nodes of the tasks it gives back, and takes them again for its next launches.
-struct Node {
+struct alignas(64) Node {  // a line of its own: its neighbours may be written meanwhile
   std::atomic<Node*> next{nullptr};
   Task task;
 };
@@ -342,11 +351,19 @@ class Stream {
     work_done_.notify_all();
   }
 
-  // Waits up to kPollBeforeSleeping for `ready()`, yielding the core meanwhile.
+  // Waits up to kPollBeforeSleeping for `ready()`: spinning for the first microseconds (a small kernel's
+  // time: a yield alone costs a system call, about as long), then yielding the core meanwhile.
   template <class Ready>
   static void pollFor(Ready&& ready) {
-    const auto deadline = std::chrono::steady_clock::now() + kPollBeforeSleeping;
-    while (!ready() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    const auto start = std::chrono::steady_clock::now();
+    for (auto now = start; !ready(); now = std::chrono::steady_clock::now()) {
+      if (now - start >= kPollBeforeSleeping) return;
+      if (now - start < kSpinBeforeYielding) {
+        for (int i = 0; i < 16 && !ready(); ++i) spinPause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
   }
 
   // Under the lock, while capturing.
@@ -358,6 +375,7 @@ class Stream {
   }
 
   static constexpr std::chrono::microseconds kPollBeforeSleeping{50};
+  static constexpr std::chrono::microseconds kSpinBeforeYielding{5};
   static constexpr uint64_t kReleaseEvery = 16;
 
   // Each on its own cache line: the host writes the first two, the worker the next two.
