@@ -143,7 +143,7 @@ void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_
   std::vector<c10::IValue> args(std::make_move_iterator(args_begin), std::make_move_iterator(stack->end()));
   stack->erase(args_begin, stack->end());
   const std::vector<int> structure = plan->structure;
-  std::vector<at::Tensor> outputs =
+  LaunchOutputs outputs =
       call.launch(
           std::move(plan),
           [op, cpu_keys, args = std::move(args)](c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>& results) mutable {

@@ -119,13 +119,13 @@ void appendResults(const std::tuple<Tensors...>& result, std::vector<at::Tensor>
 }
 
 template <class Result, size_t... I>
-Result tupleFrom(std::vector<at::Tensor>& outputs, std::index_sequence<I...>) {
+Result tupleFrom(LaunchOutputs& outputs, std::index_sequence<I...>) {
   return Result(std::move(outputs[I])...);
 }
 
 // The kernel's return value, from the outputs a queued launch allocated.
 template <class Result>
-Result resultFrom(std::vector<at::Tensor>& outputs) {
+Result resultFrom(LaunchOutputs& outputs) {
   if constexpr (std::is_same_v<Result, at::Tensor>) {
     return std::move(outputs[0]);
   } else {
@@ -187,7 +187,7 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
     if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
       HostArgs host{HostArg<Args>::take(call, args, /*queued=*/true)...};
       const std::array<int, sizeof...(Args)> slots{HostArg<Args>::slot(call, args)...};
-      std::vector<at::Tensor> outputs = call.launch(
+      LaunchOutputs outputs = call.launch(
           std::move(plan),
           [host = std::move(host), slots](c10::ArrayRef<at::Tensor> views, std::vector<at::Tensor>& results) {
             // A copy on the worker: the closure stays as the host wrote it (a graph replays it), and the

@@ -192,7 +192,7 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   return findLaunchPlan(signature_);
 }
 
-void HostKernelCall::planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs,
+void HostKernelCall::planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, LaunchOutputs& outputs,
                              bool views_on_worker) {
   outputs.reserve(plan->outputs.size());
   for (const LaunchPlan::Output& spec : plan->outputs) {
@@ -219,7 +219,9 @@ void HostKernelCall::planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, 
 
 void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel) {
   c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys_);
-  c10::SmallVector<at::Tensor, 4> views = inputViews();
+  c10::SmallVector<at::Tensor, 4> own_views;  // unless the launch keeps views across replays
+  if (!kept_) own_views = makeInputViews();
+  const c10::ArrayRef<at::Tensor> views = kept_ ? keptInputViews() : c10::ArrayRef<at::Tensor>(own_views);
   OutputHints hints;
   for (const Output& output : outputs_)
     if (output.fresh && output.spec.storage_nbytes > 0) hints.push_back({output.spec.data, output.spec.storage_nbytes});
@@ -252,25 +254,23 @@ void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::
   for (size_t i : misplaced) kernelView(outputs_[i].spec).copy_(results[i]);
   results.clear();
   t_spare_results = std::move(results);
-  if (!kept_) {
-    for (at::Tensor& view : views) recycleKernelView(std::move(view));
-  }
+  for (at::Tensor& view : own_views) recycleKernelView(std::move(view));
 }
 
-c10::SmallVector<at::Tensor, 4> PlannedRun::inputViews() {
-  std::unique_lock<std::mutex> keeping;
-  if (kept_) {
-    keeping = std::unique_lock<std::mutex>(kept_->mutex);
-    if (!kept_->views.empty() || inputs_.empty()) return kept_->views;
-  }
+c10::SmallVector<at::Tensor, 4> PlannedRun::makeInputViews() const {
   // This thread's own views, made from its pool (and given back to it after the run, unless kept).
   c10::SmallVector<at::Tensor, 4> views;
   for (size_t slot = 0; slot < inputs_.size(); ++slot) {
     const Input& input = inputs_[slot];
     views.push_back(kernelView(input.spec, input.storage_slot < slot ? views[input.storage_slot].storage() : c10::Storage()));
   }
-  if (kept_) kept_->views = views;
   return views;
+}
+
+c10::ArrayRef<at::Tensor> PlannedRun::keptInputViews() {
+  // Made by the first run; later ones share them, as kernels never change their inputs' views.
+  std::call_once(kept_->made, [&] { kept_->views = makeInputViews(); });
+  return kept_->views;
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {

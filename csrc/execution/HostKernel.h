@@ -44,8 +44,9 @@ class PlannedRun {
 
  private:
   friend class HostKernelCall;
-  // The kernel views of the inputs, made on this thread (or kept from an earlier run of a captured launch).
-  c10::SmallVector<at::Tensor, 4> inputViews();
+  // The kernel views of the inputs, made on this thread; or, for a captured launch, kept from its first run.
+  c10::SmallVector<at::Tensor, 4> makeInputViews() const;
+  c10::ArrayRef<at::Tensor> keptInputViews();
   // Members in the order the worker reads them, flags before the specs they qualify: the host writes a
   // run at every launch, and each cache line it writes is one the worker must fetch from another core.
   struct Input {
@@ -58,7 +59,7 @@ class PlannedRun {
   };
   // A captured launch runs at each replay of its graph: it keeps the views it made on its first run.
   struct KeptViews {
-    std::mutex mutex;  // launches of one graph run in order, but one replayed inside another need not
+    std::once_flag made;  // launches of one graph run in order, but one replayed inside another need not
     c10::SmallVector<at::Tensor, 4> views;
   };
   c10::impl::LocalDispatchKeySet keys_;  // the caller's, which the kernel runs with
@@ -76,6 +77,9 @@ struct PlannedLaunch {
   Kernel kernel;
   void operator()() { run.execute(kernel); }
 };
+
+// The outputs of a queued launch (see HostKernelCall::launch).
+using LaunchOutputs = c10::SmallVector<at::Tensor, 2>;
 
 class HostKernelCall {
  public:
@@ -171,8 +175,8 @@ class HostKernelCall {
   // the call's foo arguments made on the worker, by slot (see slotOf); else it is empty, and the kernel
   // holds the views argument() returned.
   template <class Kernel>
-  std::vector<at::Tensor> launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel, bool views_on_worker) {
-    std::vector<at::Tensor> outputs;
+  LaunchOutputs launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel, bool views_on_worker) {
+    LaunchOutputs outputs;
     auto work = std::make_unique<QueuedKernel<PlannedLaunch<Kernel>>>(std::move(kernel));
     PlannedRun& run = work->kernel.run;
     planRun(run, std::move(plan), outputs, views_on_worker);
@@ -231,8 +235,7 @@ class HostKernelCall {
   at::Tensor wrap(c10::Storage storage, const at::Tensor& like) const;
   at::Tensor freshOutput(const LaunchPlan::Output& spec) const;
   // Fills `run` and allocates the outputs of `plan` into `outputs`.
-  void planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, std::vector<at::Tensor>& outputs,
-               bool views_on_worker);
+  void planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, LaunchOutputs& outputs, bool views_on_worker);
 
   const char* op_name_;
   LaunchSignature signature_;
