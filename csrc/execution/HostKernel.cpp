@@ -18,7 +18,7 @@ namespace foo {
 HostKernelCall::~HostKernelCall() {
   sparse_aliases_.clear();  // they hold their components' views, which could not be recycled
   for (Alias& a : aliases_)
-    if (!a.view.requires_grad()) recycleKernelView(std::move(a.view));  // see markViewsRequiringGrad
+    if (a.view.defined() && !a.view.requires_grad()) recycleKernelView(std::move(a.view));  // see markViewsRequiringGrad
 }
 
 void HostKernelCall::joinDevice(c10::Device device) {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,7 @@ size_t readDeviceMemoryBytes() {
 
 DeviceMemory g_memory[FOO_MAX_DEVICES];
 std::once_flag g_init_once;
+std::atomic<bool> g_init_done{false};  // read first: call_once costs thread-local bookkeeping at every call
 bool g_init_ok = false;
 bool g_initialized = false;
 bool g_in_bad_fork = false;
@@ -49,12 +51,14 @@ DeviceMemory& deviceMemory(int device) { return g_memory[device]; }
 
 fooError_t ensureInitialized() {
   if (g_in_bad_fork) return fooErrorForkedProcess;
+  if (g_init_done.load(std::memory_order_acquire)) return g_init_ok ? fooSuccess : fooErrorInitialization;
   std::call_once(g_init_once, [] {
     const size_t bytes = readDeviceMemoryBytes();
     g_init_ok = true;
     for (int d = 0; d < deviceCount(); ++d) g_init_ok = g_init_ok && mapDeviceMemory(d, bytes);
     g_initialized = true;
     pthread_atfork(nullptr, nullptr, [] { g_in_bad_fork = true; });
+    g_init_done.store(true, std::memory_order_release);
   });
   return g_init_ok ? fooSuccess : fooErrorInitialization;
 }

@@ -180,7 +180,7 @@ class Stream {
       std::lock_guard<std::mutex> lock(mutex_);
       if (capture_) return capture(task);
     }
-    std::call_once(worker_started_, [this] { std::thread([this] { work(); }).detach(); });  // lives as long as the process
+    if (!worker_started_.load(std::memory_order_acquire)) startWorker();
     const uint64_t launched = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
     Node* node = newNode(task);
     Node* previous = tail_.exchange(node, std::memory_order_acq_rel);
@@ -267,6 +267,13 @@ class Stream {
   }
 
  private:
+  void startWorker() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (worker_started_.load(std::memory_order_relaxed)) return;
+    std::thread([this] { work(); }).detach();  // lives as long as the process
+    worker_started_.store(true, std::memory_order_release);
+  }
+
   void work() {
     t_stream_worker = true;
     for (;;) {
@@ -389,7 +396,7 @@ class Stream {
   alignas(64) std::atomic<bool> worker_sleeping_{false};
   std::atomic<int> waiters_{0};
   std::atomic<int> releasing_{0};  // the worker is giving tasks back
-  std::once_flag worker_started_;
+  std::atomic<bool> worker_started_{false};  // not a once_flag: call_once costs thread-local bookkeeping
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
