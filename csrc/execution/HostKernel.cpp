@@ -269,7 +269,13 @@ c10::SmallVector<at::Tensor, 4> PlannedRun::makeInputViews() const {
 
 c10::ArrayRef<at::Tensor> PlannedRun::keptInputViews() {
   // Made by the first run; later ones share them, as kernels never change their inputs' views.
-  std::call_once(kept_->made, [&] { kept_->views = makeInputViews(); });
+  if (!kept_->made.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(kept_->mutex);
+    if (!kept_->made.load(std::memory_order_relaxed)) {
+      kept_->views = makeInputViews();
+      kept_->made.store(true, std::memory_order_release);
+    }
+  }
   return kept_->views;
 }
 

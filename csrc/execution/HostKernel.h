@@ -19,6 +19,7 @@
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <memory>
@@ -59,7 +60,11 @@ class PlannedRun {
   };
   // A captured launch runs at each replay of its graph: it keeps the views it made on its first run.
   struct KeptViews {
-    std::once_flag made;  // launches of one graph run in order, but one replayed inside another need not
+    // Launches of one graph run in order, but one replayed inside another need not: the first run makes
+    // the views under the mutex. Checked through `made` first: std::call_once would cost thread-local
+    // bookkeeping at every replay.
+    std::mutex mutex;
+    std::atomic<bool> made{false};
     c10::SmallVector<at::Tensor, 4> views;
   };
   c10::impl::LocalDispatchKeySet keys_;  // the caller's, which the kernel runs with
