@@ -8,8 +8,9 @@ than the default one, inputs and outputs are static tensors (copy new data into 
 outputs after a replay), and what would make the host wait for the capturing stream raises
 "operation not permitted when stream is capturing": synchronizing, reading values on the host (``.item()``,
 ``.cpu()``), and an operator's first call with a new signature (foo runs it synchronously to learn its
-outputs: warm the function up before capturing it, as CUDA asks). Random operators run synchronously on foo,
-so they cannot be captured yet.
+outputs: warm the function up before capturing it, as CUDA asks). Random operators are captured: a replay
+draws from the generator when it runs, and host uses of generator state wait for earlier replays, so each
+replay draws what the same calls would draw eagerly at that point (CUDA takes philox offsets at replay).
 """
 import gc
 from typing import Any, Callable, Optional

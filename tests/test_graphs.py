@@ -1,7 +1,8 @@
 """Graph capture and replay on foo (torch.foo.FooGraph, torch.foo.graph, torch.accelerator.Graph), against
 eager results and CUDA's documented semantics: capture on a side stream after a warm-up, static inputs and
-outputs, a private memory pool per graph (shareable), and "operation not permitted when stream is capturing"
-for whatever would make the host wait for the capturing stream."""
+outputs, a private memory pool per graph (shareable), random operators that draw at each replay what eager
+calls would draw, and "operation not permitted when stream is capturing" for whatever would make the host
+wait for the capturing stream."""
 import os
 
 import pytest
@@ -119,7 +120,7 @@ def test_is_current_stream_capturing():
     assert inside and not torch.foo.is_current_stream_capturing()
 
 
-@pytest.mark.parametrize("operation", ["synchronize", "item", "cpu", "first_call", "random"])
+@pytest.mark.parametrize("operation", ["synchronize", "item", "cpu", "first_call", "first_random_call"])
 def test_what_would_wait_for_the_capturing_stream_raises(operation):
     x = torch.ones(8, device="foo")
     odd = torch.ones(5, 3, 11, device="foo")
@@ -137,7 +138,7 @@ def test_what_would_wait_for_the_capturing_stream_raises(operation):
             elif operation == "first_call":
                 torch.special.erfcx(odd)  # a signature this process has not run yet
             else:
-                torch.rand(4, device="foo")
+                torch.rand(4, 7, 3, device="foo")  # a random operator not warmed up either
     # The failed capture left the device usable.
     graph.reset()
     assert (x + 1).cpu().eq(2).all()
@@ -166,6 +167,25 @@ def test_compiled_kernels_are_captured():
     x.copy_(torch.linspace(-1, 1, 64))
     graph.replay()
     torch.testing.assert_close(y.cpu(), torch.sin(torch.linspace(-1, 1, 64)) * 2 + 1)
+
+
+def test_compiled_random_kernels_are_captured():
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    x = torch.ones(64, device="foo")
+    with inductor_config.patch(compile_threads=1):
+        fn = torch.compile(lambda a: torch.nn.functional.dropout(a, 0.5, training=True) * 2 + torch.rand_like(a))
+        graph, y = capture(fn, x)
+        torch.foo.manual_seed(3)
+        eager = [fn(x).cpu() for _ in range(2)]
+    torch._dynamo.reset()
+    torch.foo.manual_seed(3)
+    for expected in eager:
+        graph.replay()
+        assert torch.equal(y.cpu(), expected)
+    assert not torch.equal(eager[0], eager[1])
 
 
 def test_debug_dump_lists_the_captured_launches(tmp_path):
@@ -298,3 +318,151 @@ def test_copies_and_the_backends_own_operators_are_captured():
     torch.testing.assert_close(copy_target.cpu(), data)
     expected = data * torch.rsqrt(data.square().mean(-1, keepdim=True) + 1e-6) * weight.cpu()
     torch.testing.assert_close(out.cpu(), expected)
+
+
+# ---- Random operators -----------------------------------------------------------------------------------
+# As CUDA's graphs, which take their philox offsets from the generator at each replay, a replay draws new
+# numbers from the device's generator: the ones the same calls would draw eagerly at that point.
+
+def noisy(x):
+    return torch.nn.functional.dropout(x, 0.5, training=True) + torch.rand_like(x), torch.randn(3, 5, device="foo")
+
+
+def capture(fn, *args):
+    warm_up(fn, *args)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        outputs = fn(*args)
+    return graph, outputs
+
+
+def test_replays_draw_what_eager_calls_draw():
+    x = torch.ones(64, device="foo")
+    graph, static = capture(noisy, x)
+    torch.foo.manual_seed(7)  # the device generator alone
+    eager = [[t.cpu() for t in noisy(x)] for _ in range(3)]
+    with torch.random.fork_rng(devices=[]):  # CPU's numbers for the same seed (the contract's oracle)
+        torch.manual_seed(7)
+        cpu = [[t for t in (torch.nn.functional.dropout(torch.ones(64), 0.5, training=True) + torch.rand(64),
+                            torch.randn(3, 5))] for _ in range(3)]
+    torch.foo.manual_seed(7)
+    for expected, on_cpu in zip(eager, cpu):
+        graph.replay()
+        for got, want, want_cpu in zip(static, expected, on_cpu):
+            assert torch.equal(got.cpu(), want) and torch.equal(want, want_cpu)
+    assert not torch.equal(eager[0][1], eager[1][1])  # each replay draws new numbers
+
+
+def test_host_draws_and_rng_state_come_after_earlier_replays():
+    x = torch.ones(32, device="foo")
+    graph, static = capture(noisy, x)
+    torch.foo.manual_seed(11)
+    noisy(x)
+    expected_state = torch.foo.get_rng_state()
+    expected_next = torch.rand(6, device="foo").cpu()
+    for stream in (torch.foo.current_stream(), torch.foo.Stream()):  # the replay's stream or another one
+        torch.foo.manual_seed(11)
+        with torch.foo.stream(stream):
+            torch.foo._sleep(50_000_000)  # the replay runs well after the host's next draw is asked for
+            graph.replay()
+        assert torch.equal(torch.rand(6, device="foo").cpu(), expected_next)
+        torch.foo.manual_seed(11)
+        with torch.foo.stream(stream):
+            torch.foo._sleep(50_000_000)
+            graph.replay()
+        assert torch.equal(torch.foo.get_rng_state(), expected_state)
+        torch.foo.synchronize()
+
+
+def test_seeding_after_a_replay_does_not_change_its_draws():
+    x = torch.ones(16, device="foo")
+    graph, static = capture(noisy, x)
+    torch.foo.manual_seed(5)
+    expected = [t.cpu() for t in noisy(x)]
+    torch.foo.manual_seed(5)
+    torch.foo._sleep(50_000_000)
+    graph.replay()
+    torch.foo.manual_seed(99)  # after the replay in program order: the replay drew with seed 5
+    for got, want in zip(static, expected):
+        assert torch.equal(got.cpu(), want)
+
+
+def test_an_explicit_generator_is_drawn_from_at_each_replay():
+    generator = torch.Generator(device="foo")
+    out = torch.empty(4, 4, device="foo")
+
+    def draw():
+        return out.normal_(generator=generator), torch.randint(0, 100, (8,), device="foo", generator=generator)
+
+    graph, static = capture(draw)
+    generator.manual_seed(21)
+    expected = [[t.cpu() for t in draw()] for _ in range(2)]
+    generator.manual_seed(21)
+    default_state = torch.foo.get_rng_state()
+    for want in expected:
+        graph.replay()
+        for got, w in zip(static, want):
+            assert torch.equal(got.cpu(), w)
+    assert torch.equal(torch.foo.get_rng_state(), default_state)  # the default generator was not drawn from
+
+
+def test_a_training_step_with_dropout_is_captured_and_replays_as_eager_cpu():
+    import copy
+
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                                    torch.nn.Linear(32, 2))
+    model = copy.deepcopy(reference).foo()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    x, target = torch.randn(16, 8), torch.randn(16, 2)
+    static_x, static_target = x.foo(), target.foo()
+
+    def step(m, opt, a, t):
+        opt.zero_grad(set_to_none=False)
+        loss = torch.nn.functional.mse_loss(m(a), t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    # Warm-up steps on both sides, so that the momentum buffers exist (and are captured) and both agree.
+    torch.foo.manual_seed(1)
+    warm_up(lambda: step(model, optimizer, static_x, static_target))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        for _ in range(2):
+            step(reference, reference_optimizer, x, target)
+        graph = torch.foo.FooGraph()
+        with torch.foo.graph(graph):
+            static_loss = step(model, optimizer, static_x, static_target)
+        torch.foo.manual_seed(2)
+        torch.manual_seed(2)
+        for _ in range(4):
+            graph.replay()
+            expected = step(reference, reference_optimizer, x, target)
+            torch.testing.assert_close(static_loss.cpu(), expected.detach())
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.cpu(), q.detach())
+
+
+@pytest.mark.filterwarnings("ignore:The AccumulateGrad node's stream")
+def test_make_graphed_callables_of_a_module_with_dropout():
+    import copy
+
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Dropout(0.5), torch.nn.Linear(12, 2))
+    module = copy.deepcopy(reference).foo()
+    graphed = torch.foo.make_graphed_callables(module, (torch.randn(5, 6, device="foo", requires_grad=True),))
+    data = torch.randn(5, 6)
+    x, x_ref = data.foo().requires_grad_(), data.clone().requires_grad_()
+    torch.foo.manual_seed(4)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(4)
+        expected = reference(x_ref)
+    out = graphed(x)
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), x_ref.grad)
+    for p, q in zip(module.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad)

@@ -69,6 +69,11 @@ RANDOM_OPS = {
     "svd_lowrank", "pca_lowrank", "resize_", "resize_as_",
 }
 
+# Ops whose CPU out= kernel reads the out tensor's prior contents (PyTorch 2.13's ihfft2/ihfftn: the
+# result changes with what `out` held), so their out= results are not a function of the inputs either:
+# the two-seed probe misses it when the empty outs happen to hold the same bytes.
+OUT_READS_PRIOR_CONTENTS = {"fft.ihfft2", "fft.ihfftn"}
+
 OPS = {(op.name + "." + op.variant_test_name) if op.variant_test_name else op.name: op for op in op_db}
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -518,7 +523,7 @@ def check_out(key):
             continue
         if not all(isinstance(x, torch.Tensor) for x in tree_flatten(expected)[0]):
             continue
-        random = _is_random(op, key)
+        random = _is_random(op, key) or key in OUT_READS_PRIOR_CONTENTS
         for resize in (False, True):
             where = f"{key} float32 out= ({'empty out' if resize else 'out of result shape'}) sample {i}"
             results = {}

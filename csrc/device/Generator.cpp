@@ -2,7 +2,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <atomic>
+#include <map>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "device/Common.h"
 
@@ -14,6 +18,7 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device)
 
 // Kernels lock the host generator's mutex while drawing; seeding and state changes do too.
 void GeneratorImpl::set_current_seed(uint64_t seed) {
+  waitForReplayedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   host_.set_current_seed(seed);
 }
@@ -21,28 +26,36 @@ void GeneratorImpl::set_current_seed(uint64_t seed) {
 uint64_t GeneratorImpl::current_seed() const { return host_.current_seed(); }
 
 uint64_t GeneratorImpl::seed() {
+  waitForReplayedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   return host_.seed();
 }
 
 void GeneratorImpl::set_offset(uint64_t offset) {
+  waitForReplayedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   host_.set_offset(offset);
 }
 
-uint64_t GeneratorImpl::get_offset() const { return host_.get_offset(); }
+uint64_t GeneratorImpl::get_offset() const {
+  waitForReplayedDraws();
+  return host_.get_offset();
+}
 
 void GeneratorImpl::set_state(const c10::TensorImpl& new_state) {
+  waitForReplayedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   host_.unsafeGetGeneratorImpl()->set_state(new_state);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> GeneratorImpl::get_state() const {
+  waitForReplayedDraws();
   std::lock_guard<std::mutex> lock(host_.unsafeGetGeneratorImpl()->mutex_);
   return host_.unsafeGetGeneratorImpl()->get_state();
 }
 
 GeneratorImpl* GeneratorImpl::clone_impl() const {
+  waitForReplayedDraws();
   auto* copy = new GeneratorImpl(device().index());
   copy->host_ = host_.clone();
   return copy;
@@ -60,10 +73,54 @@ const at::Generator& defaultGenerator(c10::DeviceIndex device) {
 }
 
 at::Generator hostGeneratorFor(const std::optional<at::Generator>& generator, c10::DeviceIndex device) {
+  waitForReplayedDraws();  // the kernel about to draw comes after them in program order
   if (!generator || !generator->defined()) return defaultGenerator(device).get<GeneratorImpl>()->hostGenerator();
   TORCH_CHECK(generator->device().type() == c10::DeviceType::PrivateUse1,
               "Expected a 'foo' device type for generator but found '", generator->device().type(), "'");
   return generator->get<GeneratorImpl>()->hostGenerator();
+}
+
+namespace {
+
+using StreamKey = std::pair<c10::DeviceIndex, fooStream_t>;
+std::mutex g_draws_mutex;  // held while waiting, so no draw overtakes a replay another thread waits for
+std::set<StreamKey> g_drawing_captures;
+// Per stream, an event recorded after the last replay with random launches launched there (re-recorded:
+// a stream runs its work in order).
+std::map<StreamKey, fooEvent_t> g_replayed_draws;
+std::atomic<bool> g_replays_pending{false};
+
+}  // namespace
+
+void noteCapturedDraws(c10::DeviceIndex device, fooStream_t stream) {
+  std::lock_guard<std::mutex> lock(g_draws_mutex);
+  g_drawing_captures.emplace(device, stream);
+}
+
+bool takeCapturedDraws(c10::DeviceIndex device, fooStream_t stream) {
+  std::lock_guard<std::mutex> lock(g_draws_mutex);
+  return g_drawing_captures.erase({device, stream}) != 0;
+}
+
+void noteReplayedDraws(c10::DeviceIndex device, fooStream_t stream) {
+  int capturing = 0;
+  FOO_CHECK(fooStreamIsCapturing(device, stream, &capturing));
+  if (capturing != 0) {  // replayed inside another capture: that graph draws when it replays
+    noteCapturedDraws(device, stream);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_draws_mutex);
+  fooEvent_t& event = g_replayed_draws[{device, stream}];
+  if (event == nullptr) FOO_CHECK(fooEventCreate(&event, /*enable_timing=*/0));
+  FOO_CHECK(fooEventRecord(event, device, stream));
+  g_replays_pending.store(true, std::memory_order_release);
+}
+
+void waitForReplayedDraws() {
+  if (!g_replays_pending.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(g_draws_mutex);
+  for (const auto& entry : g_replayed_draws) FOO_CHECK(fooEventSynchronize(entry.second));
+  g_replays_pending.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace foo

@@ -5,6 +5,8 @@
 
 #include <ATen/core/Generator.h>
 
+#include "runtime/foo_runtime.h"
+
 namespace foo {
 
 struct GeneratorImpl final : public c10::GeneratorImpl {
@@ -33,5 +35,21 @@ const at::Generator& defaultGenerator(c10::DeviceIndex device);
 // The CPU generator a host kernel must use for `generator` (a foo generator, or none: the default one
 // of `device`).
 at::Generator hostGeneratorFor(const std::optional<at::Generator>& generator, c10::DeviceIndex device);
+
+// Random operators in graphs. CUDA's graphs take their philox offsets when a replay is launched; foo's
+// random kernels draw from the host generator when they run. A random operator captured in a graph
+// therefore draws when a replay runs it on the stream's worker, and every host access to generator state
+// (a synchronous random operator, seeding, get/set_state) first waits for the replays launched before
+// it: the draws happen in program order, and a replay draws what the same operators would draw eagerly.
+//
+// A random launch was captured into the capture of `stream` (execution, while capturing).
+void noteCapturedDraws(c10::DeviceIndex device, fooStream_t stream);
+// Whether the capture of `stream` captured random launches; forgets it (graphs, at the capture's end).
+bool takeCapturedDraws(c10::DeviceIndex device, fooStream_t stream);
+// A graph with random launches was launched on `stream` (graphs, after the launch): later host accesses
+// to generator state wait for it. Inside another capture, that capture draws instead.
+void noteReplayedDraws(c10::DeviceIndex device, fooStream_t stream);
+// Waits for the random work of every replay launched so far (nothing to wait for: an atomic load).
+void waitForReplayedDraws();
 
 }  // namespace foo

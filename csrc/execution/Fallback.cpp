@@ -32,7 +32,7 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
     c10::IValue& arg = args[i];
     if (arg.isGenerator() || (arg.isNone() && isGeneratorArgument(arguments[i]))) {
       generator = &arg;  // mapped below, once the device is known
-      call.keepSynchronous();  // generator state is read by the host
+      call.drawsRandomNumbers();
     } else if (arg.isTensor()) {
       arg = call.argument(std::move(arg).toTensor(), tensorUse(arguments[i]));
     } else if (arg.isTensorList()) {
@@ -86,13 +86,10 @@ bool isViewOperator(const c10::FunctionSchema& schema) {
 std::mutex g_queued_despite_tags_mutex;
 std::unordered_set<std::string> g_queued_despite_tags;
 
-// Outputs that depend on values, or random numbers drawn by the host's generators, keep a call
-// synchronous. PyTorch tags those operators; tools/find_value_dependent_ops.py looks for untagged ones.
+// Outputs that depend on values keep a call synchronous. PyTorch tags those operators;
+// tools/find_value_dependent_ops.py looks for untagged ones.
 bool mayRunAsynchronously(const c10::OperatorHandle& op) {
-  if (!op.hasTag(at::Tag::dynamic_output_shape) && !op.hasTag(at::Tag::data_dependent_output) &&
-      !op.hasTag(at::Tag::nondeterministic_seeded)) {
-    return true;
-  }
+  if (!op.hasTag(at::Tag::dynamic_output_shape) && !op.hasTag(at::Tag::data_dependent_output)) return true;
   std::lock_guard<std::mutex> lock(g_queued_despite_tags_mutex);
   return g_queued_despite_tags.count(op.schema().name()) != 0;
 }
@@ -189,6 +186,7 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                               "PrivateUse1, m).");
   HostKernelCall call(schema.name().c_str(), &schema);
   if (!mayRunAsynchronously(op)) call.keepSynchronous();
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) call.drawsRandomNumbers();
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
   const c10::DispatchKeySet cpu_keys = cpuKernelKeys(keys);
   const c10::DispatchKey cpu_key = cpu_keys.highestPriorityTypeId();

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "device/CachingAllocator.h"
+#include "device/Generator.h"
 #include "execution/KernelViews.h"
 
 namespace foo {
@@ -189,7 +190,14 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   static const c10::DispatchKeySet kAlwaysIncluded{c10::DispatchKey::BackendSelect, c10::DispatchKey::ADInplaceOrView};
   const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
   if (!(tls.included_ - kAlwaysIncluded).empty() || !tls.excluded_.has(c10::DispatchKey::AutocastCPU)) return nullptr;
-  return findLaunchPlan(signature_);
+  if (!draws_random_numbers_) return findLaunchPlan(signature_);
+  const fooStream_t stream = currentStream(device_);
+  int capturing = 0;
+  FOO_CHECK(fooStreamIsCapturing(device_, stream, &capturing));
+  if (capturing == 0) return nullptr;
+  std::shared_ptr<LaunchPlan> plan = findLaunchPlan(signature_);
+  if (plan) noteCapturedDraws(device_, stream);  // the caller launches it into the capture
+  return plan;
 }
 
 void HostKernelCall::planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, LaunchOutputs& outputs,

@@ -135,8 +135,11 @@ class HostKernelCall {
     signature_.add(value);
     return value;
   }
-  // The call reads host state (a generator) or has outputs that depend on values: it must not be queued.
+  // The call has outputs that depend on values: it must not be queued.
   void keepSynchronous() { signature_.forbid(); }
+  // The call draws random numbers: it runs synchronously, drawing at once, except into a graph capture,
+  // where it is queued like any call and draws when the graph replays (see Generator.h).
+  void drawsRandomNumbers() { draws_random_numbers_ = true; }
   // Gives the views of arguments that require grad that flag too, and adds it to the signature: CPU's
   // sparse kernels keep what backward needs only then (the argmax of torch.sparse.mm's amax). Call it
   // once, after the arguments.
@@ -248,6 +251,7 @@ class HostKernelCall {
   c10::optional<c10::Device> host_conflict_;
   c10::SmallVector<Alias, 4> aliases_;
   c10::SmallVector<SparseAlias, 2> sparse_aliases_;
+  bool draws_random_numbers_ = false;
 };
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }

@@ -5,8 +5,8 @@
 // metadata are remembered under the call's *signature* (operator, every tensor's dtype, shape, strides
 // and aliasing, every other argument's value). A later call with the same signature, whose outputs
 // therefore have the same metadata, gets its outputs allocated on the host and its kernel queued on
-// the stream. Operators tagged as having data-dependent outputs, random operators and calls with host
-// tensors always run synchronously.
+// the stream. Operators tagged as having data-dependent outputs and calls with host tensors always run
+// synchronously; random operators do, except into a graph capture (HostKernelCall::drawsRandomNumbers).
 #pragma once
 
 #include <ATen/core/Tensor.h>

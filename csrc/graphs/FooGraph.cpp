@@ -10,6 +10,7 @@
 
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
+#include "device/Generator.h"
 #include "device/Stream.h"
 #include "graphs/FooGraph.h"
 
@@ -34,6 +35,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
     // A pool of its own, unless told to share another graph's (graph_pool_handle() or graph.pool()).
     pool_ = pool.first != 0 || pool.second != 0 ? pool : c10::MempoolId_t{g_next_pool_id.fetch_add(1), 0};
     cachingAllocator().beginAllocateToPool(device_, pool_, stream_);
+    takeCapturedDraws(device_, stream_);  // an earlier capture's, abandoned before its end
     const fooError_t error = fooStreamBeginCapture(device_, stream_);
     if (error != fooSuccess) {
       cachingAllocator().endAllocateToPool(device_, pool_);
@@ -52,6 +54,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
     const fooError_t error = fooStreamEndCapture(device_, stream_, &graph);
     cachingAllocator().endAllocateToPool(device_, pool_);
     capturing_ = false;
+    draws_random_numbers_ = takeCapturedDraws(device_, stream_);
     FOO_CHECK(error);
     graph_ = graph;
   }
@@ -61,7 +64,9 @@ class FooGraphImpl final : public at::GraphImplInterface {
 
   void replay() override {
     TORCH_CHECK(graph_ != nullptr, "foo graph: replay() needs a captured graph (capture_begin/capture_end first)");
-    FOO_CHECK(fooGraphLaunch(graph_, device_, currentStream(device_)));
+    const fooStream_t stream = currentStream(device_);
+    FOO_CHECK(fooGraphLaunch(graph_, device_, stream));
+    if (draws_random_numbers_) noteReplayedDraws(device_, stream);
   }
 
   void reset() override {
@@ -69,12 +74,14 @@ class FooGraphImpl final : public at::GraphImplInterface {
       fooGraph_t partial = nullptr;
       if (fooStreamEndCapture(device_, stream_, &partial) == fooSuccess) fooGraphDestroy(partial);
       cachingAllocator().endAllocateToPool(device_, pool_);
+      takeCapturedDraws(device_, stream_);
       capturing_ = false;
       graph_ = nullptr;
     }
     if (graph_ != nullptr) {
       fooGraphDestroy(graph_);
       graph_ = nullptr;
+      draws_random_numbers_ = false;
     }
     if (pool_.first != 0 || pool_.second != 0) {
       cachingAllocator().releasePool(device_, pool_);
@@ -108,6 +115,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
   c10::MempoolId_t pool_{0, 0};
   fooGraph_t graph_ = nullptr;
   bool capturing_ = false;
+  bool draws_random_numbers_ = false;  // it captured random operators (see Generator.h)
   bool debug_ = false;
 };
 
