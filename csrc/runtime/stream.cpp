@@ -237,8 +237,12 @@ class Stream {
       if (capture_) return fooErrorStreamCaptureUnsupported;
       done = completed_.load(std::memory_order_acquire) == submitted_.load(std::memory_order_acquire);
     }
-    giveBackCompleted();
-    return done && releasing_.load(std::memory_order_seq_cst) == 0 ? fooSuccess : fooErrorNotReady;
+    if (!done) {
+      giveBackCompleted();
+      return fooErrorNotReady;
+    }
+    waitForReleases();  // the worker may be giving back work it completed: done in moments
+    return fooSuccess;
   }
 
   uint64_t launched() { return submitted_.load(std::memory_order_acquire); }
@@ -255,14 +259,7 @@ class Stream {
       std::unique_lock<std::mutex> lock(mutex_);
       waitUntil(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= target; });
     }
-    // Returns once what the work held is given back, as on return from a synchronization before
-    // arguments were given back late: by this thread, or by the worker (which counts as releasing
-    // before it takes any: whatever this thread does not find, the worker is still releasing).
-    giveBackCompleted();
-    if (releasing_.load(std::memory_order_seq_cst) != 0) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      waitUntil(lock, [&] { return releasing_.load(std::memory_order_seq_cst) == 0; });
-    }
+    waitForReleases();
     return fooSuccess;
   }
 
@@ -311,6 +308,17 @@ class Stream {
         completed_.fetch_add(1, std::memory_order_seq_cst);
       }
       notifyWaiters();
+    }
+  }
+
+  // Returns once what completed work held is given back, as on return from a synchronization before
+  // arguments were given back late: by this thread, or by the worker (which counts as releasing before
+  // it takes any: whatever this thread does not find, the worker is still releasing).
+  void waitForReleases() {
+    giveBackCompleted();
+    if (releasing_.load(std::memory_order_seq_cst) != 0) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      waitUntil(lock, [&] { return releasing_.load(std::memory_order_seq_cst) == 0; });
     }
   }
 
