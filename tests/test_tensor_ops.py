@@ -103,6 +103,45 @@ def test_basic_ops_all_dtypes(dtype):
         same_outcome(lambda t: t - t, x)
 
 
+ARITHMETIC_WITH_NUMBERS = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "radd": lambda t, n: n + t, "rmul": lambda t, n: n * t, "alpha": lambda t, n: torch.add(t, n, alpha=3),
+    "add_": lambda t, n: t.add_(n), "mul_": lambda t, n: t.mul_(n),
+}
+
+
+def _outcome(fn):
+    try:
+        return fn(), None
+    except RuntimeError as e:
+        return None, type(e)
+
+
+# Numbers whose conversion to float32 is easily got wrong: rounding, overflow to inf, denormals, int64 values
+# that a detour through float64 would round twice (2**60 + 2**36 + 1).
+PYTHON_NUMBERS = [0.1, -2.5, 1e-45, 3.4e38 * 2, 1e300, -1e-320, float("nan"), float("-inf"), 2**24 + 1, 2**53 + 1,
+                  2**60 + 2**36 + 1, 2**63 - 1, -7, 0, True, 1.5j]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.int32, torch.complex64], ids=str)
+@pytest.mark.parametrize("name", list(ARITHMETIC_WITH_NUMBERS))
+def test_python_numbers_in_arithmetic_give_cpus_exact_results(name, dtype):
+    # foo hands Python numbers to float32/float64 kernels already converted, once per call (not at every kernel
+    # run as CPU's TensorIterator does); results must stay bit for bit CPU's, in every dtype and run mode.
+    op = ARITHMETIC_WITH_NUMBERS[name]
+    base = torch.tensor([1.5, -2.25, 3.0, 1e-3, 0.0, -0.0, 7.0, 1e30]).to(dtype)
+    for number in PYTHON_NUMBERS:
+        for cpu_base in (base, base[0].clone()):  # a 0-dim tensor too
+            for _ in range(3):  # the first call runs synchronously and learns; later ones are queued
+                expected, expected_error = _outcome(lambda: op(cpu_base.clone(), number))
+                got, error = _outcome(lambda: op(cpu_base.clone().foo(), number))
+                assert error == expected_error, number
+                if expected is not None:
+                    assert got.device.type == "foo" and got.dtype == expected.dtype and got.shape == expected.shape
+                    torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True, msg=str(number))
+
+
 def test_to_semantics():
     x = torch.randn(3, 4, device="foo")
     assert x.to("foo") is x

@@ -2,6 +2,7 @@
 // different operator (convolution). They run exactly the same mechanism as the boxed fallback
 // (HostKernelCall: kernel views in, CPU kernel on device memory, results mapped back) but skip boxing
 // the arguments, which dominates the cost of a small op.
+#include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -150,6 +151,42 @@ constexpr size_t mutableTensorIndex() {
 
 constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
+// A Python number in a binary arithmetic operator (x + 1.0) reaches the kernel as a 0-dim "wrapped number"
+// tensor, mostly float64 or int64. CPU's TensorIterator converts it to the operation's dtype at every call
+// (`.to()`: an allocation and a copy kernel, most of a small operator's time), where CUDA passes the number
+// to its kernel by value. For a float32 or float64 foo tensor the operation's dtype is that tensor's (a
+// number never promotes a tensor within its category), and CPU computes with the number converted to it; so
+// foo converts it once, when the call is made, exactly as `.to()` would (a plain cast), and a queued kernel,
+// or each replay of a graph, receives the number already converted. Half-precision operands are left alone:
+// CPU's kernels read such a number at full precision.
+template <class Op>
+struct ConvertsWrappedNumber : std::false_type {};
+template <> struct ConvertsWrappedNumber<at::_ops::add_Tensor> : std::true_type {};
+template <> struct ConvertsWrappedNumber<at::_ops::add__Tensor> : std::true_type {};
+template <> struct ConvertsWrappedNumber<at::_ops::sub_Tensor> : std::true_type {};
+template <> struct ConvertsWrappedNumber<at::_ops::mul_Tensor> : std::true_type {};
+template <> struct ConvertsWrappedNumber<at::_ops::mul__Tensor> : std::true_type {};
+template <> struct ConvertsWrappedNumber<at::_ops::div_Tensor> : std::true_type {};
+
+template <class To>
+at::Tensor wrappedNumberOf(To value) {
+  at::Tensor number = at::detail::scalar_tensor_static(c10::Scalar(0), c10::CppTypeToScalarType<To>::value, c10::kCPU);
+  *number.mutable_data_ptr<To>() = value;
+  number.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return number;
+}
+
+// `other` converted to `self`'s dtype when the rule above applies; else `other` itself.
+at::Tensor wrappedNumberFor(const at::Tensor& self, const at::Tensor& other) {
+  if (!other.defined() || !other.unsafeGetTensorImpl()->is_wrapped_number() || !isFoo(self)) return other;
+  const c10::ScalarType from = other.scalar_type();
+  const c10::ScalarType to = self.scalar_type();
+  if (from == to || (from != c10::kDouble && from != c10::kLong) || (to != c10::kFloat && to != c10::kDouble)) return other;
+  if (from == c10::kDouble) return wrappedNumberOf(static_cast<float>(*other.const_data_ptr<double>()));
+  const int64_t value = *other.const_data_ptr<int64_t>();
+  return to == c10::kFloat ? wrappedNumberOf(static_cast<float>(value)) : wrappedNumberOf(static_cast<double>(value));
+}
+
 // The CPU kernel of an operator is, by default, the operator's own CPU kernel.
 template <class Op>
 struct SameOpOnCpu {
@@ -181,11 +218,20 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
     return std::apply([](auto&... a) -> decltype(auto) { return CpuKernel::run(pass(a)...); }, host);
   }
 
+  // What the kernel receives (see HostArg::take), with a wrapped number converted where the rule above applies.
+  static HostArgs take(HostKernelCall& call, bool queued, Args... args) {
+    HostArgs host{HostArg<Args>::take(call, args, queued)...};
+    if constexpr (ConvertsWrappedNumber<Op>::value) {
+      std::get<1>(host) = wrappedNumberFor(std::get<0>(std::forward_as_tuple(args...)), std::get<1>(host));
+    }
+    return host;
+  }
+
   static Result call(Args... args) {
     HostKernelCall call(Op::name, &kId);
     (HostArg<Args>::sign(call, args), ...);  // in order: the signature lists the arguments as they come
     if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
-      HostArgs host{HostArg<Args>::take(call, args, /*queued=*/true)...};
+      HostArgs host = take(call, /*queued=*/true, args...);
       const std::array<int, sizeof...(Args)> slots{HostArg<Args>::slot(call, args)...};
       LaunchOutputs outputs = call.launch(
           std::move(plan),
@@ -207,7 +253,7 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
         return resultFrom<Result>(outputs);
       }
     }
-    HostArgs host{HostArg<Args>::take(call, args, /*queued=*/false)...};
+    HostArgs host = take(call, /*queued=*/false, args...);
     std::conditional_t<kReturnsArgument, int, Result> result{};
     call.run([&] {
       if constexpr (kReturnsArgument) {
