@@ -69,6 +69,7 @@ SCRIPTS = {
     "ddp_one_node": _torchrun("ddp_train.py", ["--standalone", "--nproc-per-node", "2"]),
     "profile": _as_script("profile_training.py"),
     "sparse_embedding": _as_script("sparse_embedding.py"),
+    "graph_training": _as_script("graph_training.py"),
     "ddp_two_nodes": _torchrun("ddp_train.py", _NODE + ["--node-rank", "0"], _NODE + ["--node-rank", "1"]),
 }
 
@@ -113,6 +114,13 @@ def test_sparse_embedding_example(subprocesses):
     out = subprocesses.check("sparse_embedding")
     assert "sparse documents on foo:0" in out
     assert out.rstrip().endswith("OK: sparse training on foo matches CPU")
+
+
+def test_graph_training_example(subprocesses):
+    """README's graphs example: a captured training step (dropout, capturable Adam) replays eager CPU training."""
+    out = subprocesses.check("graph_training")
+    assert "one training step captured, replayed 40 times" in out
+    assert out.rstrip().endswith("OK: the replayed training step on foo learns what eager training on CPU learns")
 
 
 def test_ddp_example_one_node(subprocesses):
