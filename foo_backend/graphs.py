@@ -1,16 +1,17 @@
 """Graph capture and replay on foo, as ``torch.cuda.graphs``.
 
 A graph records the work launched on a stream between ``capture_begin`` and ``capture_end`` (operators'
-kernels, copies between foo tensors, ``foo_backend.ops`` and torch.compile kernels), with the memory it
-allocates taken from the graph's own pool; ``replay`` queues the same work again on the current stream, on
-the same memory, without dispatching anything on the host. As on CUDA, capture happens on a stream other
-than the default one, inputs and outputs are static tensors (copy new data into the inputs, read the
-outputs after a replay), and what would make the host wait for the capturing stream raises
-"operation not permitted when stream is capturing": synchronizing, reading values on the host (``.item()``,
-``.cpu()``), and an operator's first call with a new signature (foo runs it synchronously to learn its
-outputs: warm the function up before capturing it, as CUDA asks). Random operators are captured: a replay
-draws from the generator when it runs, and host uses of generator state wait for earlier replays, so each
-replay draws what the same calls would draw eagerly at that point (CUDA takes philox offsets at replay).
+kernels, copies between foo tensors, ``foo_backend.ops`` and torch.compile kernels), and on the streams that
+wait on it meanwhile (which join the capture, as on CUDA), with the memory it allocates taken from the
+graph's own pool; ``replay`` queues the same work again on the current stream, on the same memory, without
+dispatching anything on the host. As on CUDA, capture happens on a stream other than the default one,
+inputs and outputs are static tensors (copy new data into the inputs, read the outputs after a replay), and
+what would make the host wait for the capturing stream raises "operation not permitted when stream is
+capturing": synchronizing, reading values on the host (``.item()``, ``.cpu()``), waiting on events across
+the capture's boundary, and an operator's first call with a new signature (foo runs it synchronously to
+learn its outputs: warm the function up before capturing it, as CUDA asks). Random operators are captured: a
+replay draws from the generator when it runs, and host uses of generator state wait for earlier replays, so
+each replay draws what the same calls would draw eagerly at that point (CUDA takes philox offsets at replay).
 """
 import gc
 from typing import Any, Callable, Optional

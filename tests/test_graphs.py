@@ -202,38 +202,49 @@ def test_debug_dump_lists_the_captured_launches(tmp_path):
     assert lines[1:] == ["0 aten::mul kernel", "1 aten::exp kernel"]
 
 
-def test_a_whole_training_step_is_captured_and_replayed():
-    """Forward, backward and Adam(capturable=True) in one graph: replays train as eager CPU does."""
+def train_step(model, optimizer, x, target):
+    optimizer.zero_grad(set_to_none=False)
+    loss = torch.nn.functional.mse_loss(model(x), target)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def assert_captured_step_trains_as_eager_cpu(reference, make_optimizer, x, target):
+    """A copy of `reference` on foo trains with one step captured in a graph and replayed; `reference` trains
+    eagerly on CPU. Warm-up steps on both sides first (the optimizer's state exists before the capture, which
+    then records its updates); both sides seeded alike, through foo's generator and CPU's (dropout)."""
     import copy
 
-    torch.manual_seed(0)
-    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
     model = copy.deepcopy(reference).foo()
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, capturable=True)
-    reference_optimizer = torch.optim.Adam(reference.parameters(), lr=0.01)
-    x, target = torch.randn(4, 8), torch.randn(4, 2)
+    optimizer, reference_optimizer = make_optimizer(model.parameters(), True), make_optimizer(reference.parameters())
     static_x, static_target = x.foo(), target.foo()
-
-    def step(m, opt, a, t):
-        opt.zero_grad(set_to_none=False)
-        loss = torch.nn.functional.mse_loss(m(a), t)
-        loss.backward()
-        opt.step()
-        return loss
-
-    warm_up(lambda: [step(model, optimizer, static_x, static_target) for _ in range(1)])  # 2 steps
-    for _ in range(2):
-        step(reference, reference_optimizer, x, target)
-    graph = torch.foo.FooGraph()
-    with torch.foo.graph(graph):
-        static_loss = step(model, optimizer, static_x, static_target)
-    for _ in range(4):
-        graph.replay()
-        expected = step(reference, reference_optimizer, x, target)
-        torch.testing.assert_close(static_loss.cpu(), expected.detach())
+    torch.foo.manual_seed(1)
+    warm_up(lambda: train_step(model, optimizer, static_x, static_target))  # 2 steps
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        for _ in range(2):
+            train_step(reference, reference_optimizer, x, target)
+        graph = torch.foo.FooGraph()
+        with torch.foo.graph(graph):
+            static_loss = train_step(model, optimizer, static_x, static_target)
+        torch.foo.manual_seed(2)
+        torch.manual_seed(2)
+        for _ in range(4):
+            graph.replay()
+            expected = train_step(reference, reference_optimizer, x, target)
+            torch.testing.assert_close(static_loss.cpu(), expected.detach())
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.cpu(), q.detach())
 
+
+def test_a_whole_training_step_is_captured_and_replayed():
+    """Forward, backward and Adam(capturable=True) in one graph: replays train as eager CPU does."""
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    assert_captured_step_trains_as_eager_cpu(
+        reference, lambda params, capturable=False: torch.optim.Adam(params, lr=0.01, capturable=capturable),
+        torch.randn(4, 8), torch.randn(4, 2))
 
 @pytest.mark.filterwarnings("ignore:The AccumulateGrad node's stream")
 def test_make_graphed_callables_trains_a_module_as_eager_cpu():
@@ -407,43 +418,12 @@ def test_an_explicit_generator_is_drawn_from_at_each_replay():
 
 
 def test_a_training_step_with_dropout_is_captured_and_replays_as_eager_cpu():
-    import copy
-
     torch.manual_seed(0)
     reference = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3),
                                     torch.nn.Linear(32, 2))
-    model = copy.deepcopy(reference).foo()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
-    x, target = torch.randn(16, 8), torch.randn(16, 2)
-    static_x, static_target = x.foo(), target.foo()
-
-    def step(m, opt, a, t):
-        opt.zero_grad(set_to_none=False)
-        loss = torch.nn.functional.mse_loss(m(a), t)
-        loss.backward()
-        opt.step()
-        return loss
-
-    # Warm-up steps on both sides, so that the momentum buffers exist (and are captured) and both agree.
-    torch.foo.manual_seed(1)
-    warm_up(lambda: step(model, optimizer, static_x, static_target))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1)
-        for _ in range(2):
-            step(reference, reference_optimizer, x, target)
-        graph = torch.foo.FooGraph()
-        with torch.foo.graph(graph):
-            static_loss = step(model, optimizer, static_x, static_target)
-        torch.foo.manual_seed(2)
-        torch.manual_seed(2)
-        for _ in range(4):
-            graph.replay()
-            expected = step(reference, reference_optimizer, x, target)
-            torch.testing.assert_close(static_loss.cpu(), expected.detach())
-    for p, q in zip(model.parameters(), reference.parameters()):
-        torch.testing.assert_close(p.cpu(), q.detach())
-
+    assert_captured_step_trains_as_eager_cpu(
+        reference, lambda params, capturable=False: torch.optim.SGD(params, lr=0.05, momentum=0.9),
+        torch.randn(16, 8), torch.randn(16, 2))
 
 @pytest.mark.filterwarnings("ignore:The AccumulateGrad node's stream")
 def test_make_graphed_callables_of_a_module_with_dropout():
@@ -466,3 +446,81 @@ def test_make_graphed_callables_of_a_module_with_dropout():
     torch.testing.assert_close(x.grad.cpu(), x_ref.grad)
     for p, q in zip(module.parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad)
+
+
+# ---- Several streams in one capture ----------------------------------------------------------------------
+# As on CUDA: a stream that waits on an event recorded in a capture (wait_stream on the capturing stream)
+# joins the capture, and its work is part of the graph until the capture ends.
+
+def test_work_forked_onto_another_stream_is_captured_and_joined_back():
+    x = torch.randn(32, device="foo")
+    side = torch.foo.Stream()
+
+    def work():
+        y = x * 2
+        side.wait_stream(torch.foo.current_stream())
+        with torch.foo.stream(side):
+            z = y.sin()
+            inside = torch.foo.is_current_stream_capturing()
+        torch.foo.current_stream().wait_stream(side)
+        return y + z, z, inside
+
+    warm_up(work)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        out, z, side_was_capturing = work()
+    assert side_was_capturing
+    with torch.foo.stream(side):
+        assert not torch.foo.is_current_stream_capturing()
+    side.synchronize()  # an ordinary stream again
+    owned = {b["address"] for seg in torch.foo.memory_snapshot() if tuple(seg["segment_pool_id"]) == graph.pool()
+             for b in seg["blocks"]}
+    assert z.untyped_storage().data_ptr() in owned  # the side stream allocated from the graph's pool
+    for _ in range(2):
+        data = torch.randn(32)
+        x.copy_(data)
+        graph.replay()
+        torch.testing.assert_close(out.cpu(), data * 2 + (data * 2).sin())
+
+
+def test_record_stream_and_frees_on_a_joined_stream_during_capture():
+    # PyTorch's own test_graph_record_stream, on foo: a tensor freed on another stream of the capture.
+    a = torch.ones(3, device="foo")
+    s1, s2 = torch.foo.Stream(), torch.foo.Stream()
+    graph = torch.foo.FooGraph()
+    warm_up(lambda: a.clone().fill_(1.0))
+    torch.foo.synchronize()
+    with torch.foo.stream(s1):
+        graph.capture_begin()
+        b = a.clone()
+        s2.wait_stream(s1)
+        with torch.foo.stream(s2):
+            b.fill_(1.0)
+            b.record_stream(s2)
+            del b
+        s1.wait_stream(s2)
+        graph.capture_end()
+    graph.replay()
+    torch.foo.synchronize()
+    assert a.cpu().eq(1).all()
+
+
+def test_events_recorded_in_a_capture_cannot_be_waited_for_by_the_host():
+    x = torch.ones(4, device="foo")
+    warm_up(lambda t: t + 1, x)
+    outside = torch.foo.Event()
+    outside.record()
+    graph = torch.foo.FooGraph()
+    with pytest.raises(RuntimeError, match=CAPTURE_ERROR):
+        with torch.foo.graph(graph):
+            x + 1
+            point = torch.foo.Event()
+            point.record()
+            point.synchronize()
+    graph.reset()
+    with pytest.raises(RuntimeError, match=CAPTURE_ERROR):
+        with torch.foo.graph(graph):
+            torch.foo.Event().record()
+            torch.foo.current_stream().wait_event(outside)  # work outside the capture is not in its replays
+    graph.reset()
+    assert (x + 1).cpu().eq(2).all()

@@ -519,20 +519,23 @@ class DeviceCache {
     return small ? small_pool_ : large_pool_;
   }
 
-  // The pool a capture on `stream` allocates from, if one is underway.
+  // The pool a capture that `stream` records into (its own, or one it joined) allocates from, if any.
   PrivatePool* capturingPool(fooStream_t stream) const {
-    for (const auto& [capturing_stream, pool] : captures_)
-      if (capturing_stream == stream) return pool;
+    if (captures_.empty()) return nullptr;
+    unsigned long long capture_id = 0;
+    if (fooStreamGetCaptureId(device_, stream, &capture_id) != fooSuccess || capture_id == 0) return nullptr;
+    for (const auto& [capturing, pool] : captures_)
+      if (capturing == capture_id) return pool;
     return nullptr;
   }
 
  public:
-  void beginAllocateToPool(c10::MempoolId_t id, fooStream_t stream) {
+  void beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::unique_ptr<PrivatePool>& pool = private_pools_[id];
     if (!pool) pool = std::make_unique<PrivatePool>(id);
     pool->graphs += 1;
-    captures_.emplace_back(stream, pool.get());
+    captures_.emplace_back(capture_id, pool.get());
   }
 
   void endAllocateToPool(c10::MempoolId_t id) {
@@ -614,7 +617,7 @@ class DeviceCache {
   size_t trace_next_ = 0;
   size_t max_entries_ = 0;
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
-  std::vector<std::pair<fooStream_t, PrivatePool*>> captures_;  // graphs being captured, by stream
+  std::vector<std::pair<unsigned long long, PrivatePool*>> captures_;  // graphs being captured, by capture id
 };
 
 DeviceCache& deviceCache(c10::DeviceIndex device) {
@@ -715,8 +718,9 @@ void CachingAllocator::recordHistory(bool trace, CreateContextFn recorder, Recor
   }
 }
 
-void CachingAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, fooStream_t stream) {
-  deviceCache(device).beginAllocateToPool(id, stream);
+void CachingAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                                           unsigned long long capture_id) {
+  deviceCache(device).beginAllocateToPool(id, capture_id);
 }
 
 void CachingAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {

@@ -41,9 +41,10 @@ class CachingAllocator final : public c10::DeviceAllocator {
     std::vector<std::vector<c10::CachingDeviceAllocator::TraceEntry>> device_traces;  // per device, oldest first
   };
   // Graph memory pools (CUDA's private pools). From beginAllocateToPool to endAllocateToPool, allocations on
-  // `stream` come from the pool `id` (created on first use; graphs that pass the same id share it), whose
-  // blocks serve only such allocations. releasePool: one graph using it is gone.
-  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, fooStream_t stream);
+  // the streams recording into capture `capture_id` (the capturing stream, and streams that joined it)
+  // come from the pool `id` (created on first use; graphs that pass the same id share it), whose blocks
+  // serve only such allocations. releasePool: one graph using it is gone.
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, unsigned long long capture_id);
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
   // The segments and blocks of every device, and their recorded histories (entry times: microseconds

@@ -106,7 +106,11 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   bool queryEvent(void* event) const override {
-    return event == nullptr || fooEventQuery(static_cast<fooEvent_t>(event)) == fooSuccess;
+    if (event == nullptr) return true;
+    const fooError_t state = fooEventQuery(static_cast<fooEvent_t>(event));
+    if (state == fooErrorNotReady) return false;
+    FOO_CHECK(state);  // recorded in a capture still underway
+    return true;
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {

@@ -84,7 +84,7 @@ namespace {
 
 using StreamKey = std::pair<c10::DeviceIndex, fooStream_t>;
 std::mutex g_draws_mutex;  // held while waiting, so no draw overtakes a replay another thread waits for
-std::set<StreamKey> g_drawing_captures;
+std::set<unsigned long long> g_drawing_captures;  // capture ids
 // Per stream, an event recorded after the last replay with random launches launched there (re-recorded:
 // a stream runs its work in order).
 std::map<StreamKey, fooEvent_t> g_replayed_draws;
@@ -92,21 +92,21 @@ std::atomic<bool> g_replays_pending{false};
 
 }  // namespace
 
-void noteCapturedDraws(c10::DeviceIndex device, fooStream_t stream) {
+void noteCapturedDraws(unsigned long long capture_id) {
   std::lock_guard<std::mutex> lock(g_draws_mutex);
-  g_drawing_captures.emplace(device, stream);
+  g_drawing_captures.insert(capture_id);
 }
 
-bool takeCapturedDraws(c10::DeviceIndex device, fooStream_t stream) {
+bool takeCapturedDraws(unsigned long long capture_id) {
   std::lock_guard<std::mutex> lock(g_draws_mutex);
-  return g_drawing_captures.erase({device, stream}) != 0;
+  return g_drawing_captures.erase(capture_id) != 0;
 }
 
 void noteReplayedDraws(c10::DeviceIndex device, fooStream_t stream) {
-  int capturing = 0;
-  FOO_CHECK(fooStreamIsCapturing(device, stream, &capturing));
-  if (capturing != 0) {  // replayed inside another capture: that graph draws when it replays
-    noteCapturedDraws(device, stream);
+  unsigned long long capture_id = 0;
+  FOO_CHECK(fooStreamGetCaptureId(device, stream, &capture_id));
+  if (capture_id != 0) {  // replayed inside another capture: that graph draws when it replays
+    noteCapturedDraws(capture_id);
     return;
   }
   std::lock_guard<std::mutex> lock(g_draws_mutex);

@@ -42,10 +42,10 @@ at::Generator hostGeneratorFor(const std::optional<at::Generator>& generator, c1
 // (a synchronous random operator, seeding, get/set_state) first waits for the replays launched before
 // it: the draws happen in program order, and a replay draws what the same operators would draw eagerly.
 //
-// A random launch was captured into the capture of `stream` (execution, while capturing).
-void noteCapturedDraws(c10::DeviceIndex device, fooStream_t stream);
-// Whether the capture of `stream` captured random launches; forgets it (graphs, at the capture's end).
-bool takeCapturedDraws(c10::DeviceIndex device, fooStream_t stream);
+// A random launch was captured by the capture `capture_id` (execution, while capturing).
+void noteCapturedDraws(unsigned long long capture_id);
+// Whether the capture `capture_id` captured random launches; forgets it (graphs, at the capture's end).
+bool takeCapturedDraws(unsigned long long capture_id);
 // A graph with random launches was launched on `stream` (graphs, after the launch): later host accesses
 // to generator state wait for it. Inside another capture, that capture draws instead.
 void noteReplayedDraws(c10::DeviceIndex device, fooStream_t stream);

@@ -191,12 +191,11 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
   if (!(tls.included_ - kAlwaysIncluded).empty() || !tls.excluded_.has(c10::DispatchKey::AutocastCPU)) return nullptr;
   if (!draws_random_numbers_) return findLaunchPlan(signature_);
-  const fooStream_t stream = currentStream(device_);
-  int capturing = 0;
-  FOO_CHECK(fooStreamIsCapturing(device_, stream, &capturing));
-  if (capturing == 0) return nullptr;
+  unsigned long long capture_id = 0;
+  FOO_CHECK(fooStreamGetCaptureId(device_, currentStream(device_), &capture_id));
+  if (capture_id == 0) return nullptr;
   std::shared_ptr<LaunchPlan> plan = findLaunchPlan(signature_);
-  if (plan) noteCapturedDraws(device_, stream);  // the caller launches it into the capture
+  if (plan) noteCapturedDraws(capture_id);  // the caller launches it into the capture
   return plan;
 }
 

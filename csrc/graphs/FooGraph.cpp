@@ -33,15 +33,10 @@ class FooGraphImpl final : public at::GraphImplInterface {
                 "foo graph: capture on the default stream is not allowed (as on CUDA): capture on another stream, "
                 "e.g. inside torch.foo.graph(...) or `with torch.foo.stream(torch.foo.Stream()):`");
     // A pool of its own, unless told to share another graph's (graph_pool_handle() or graph.pool()).
+    FOO_CHECK(fooStreamBeginCapture(device_, stream_));
+    FOO_CHECK(fooStreamGetCaptureId(device_, stream_, &capture_id_));
     pool_ = pool.first != 0 || pool.second != 0 ? pool : c10::MempoolId_t{g_next_pool_id.fetch_add(1), 0};
-    cachingAllocator().beginAllocateToPool(device_, pool_, stream_);
-    takeCapturedDraws(device_, stream_);  // an earlier capture's, abandoned before its end
-    const fooError_t error = fooStreamBeginCapture(device_, stream_);
-    if (error != fooSuccess) {
-      cachingAllocator().endAllocateToPool(device_, pool_);
-      cachingAllocator().releasePool(device_, pool_);
-      FOO_CHECK(error);
-    }
+    cachingAllocator().beginAllocateToPool(device_, pool_, capture_id_);
     capturing_ = true;
   }
 
@@ -54,7 +49,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
     const fooError_t error = fooStreamEndCapture(device_, stream_, &graph);
     cachingAllocator().endAllocateToPool(device_, pool_);
     capturing_ = false;
-    draws_random_numbers_ = takeCapturedDraws(device_, stream_);
+    draws_random_numbers_ = takeCapturedDraws(capture_id_);
     FOO_CHECK(error);
     graph_ = graph;
   }
@@ -74,7 +69,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
       fooGraph_t partial = nullptr;
       if (fooStreamEndCapture(device_, stream_, &partial) == fooSuccess) fooGraphDestroy(partial);
       cachingAllocator().endAllocateToPool(device_, pool_);
-      takeCapturedDraws(device_, stream_);
+      takeCapturedDraws(capture_id_);
       capturing_ = false;
       graph_ = nullptr;
     }
@@ -112,6 +107,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
  private:
   c10::DeviceIndex device_ = 0;
   fooStream_t stream_ = 0;
+  unsigned long long capture_id_ = 0;  // the runtime's id of the capture (its streams allocate from pool_)
   c10::MempoolId_t pool_{0, 0};
   fooGraph_t graph_ = nullptr;
   bool capturing_ = false;

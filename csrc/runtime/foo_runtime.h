@@ -137,12 +137,17 @@ fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end);
 // are recorded into a graph instead of run; fooGraphLaunch queues the recorded work on a stream, in order,
 // as many times as wanted, with the same arguments (the same device memory). While a stream captures,
 // whatever would wait for it or add host work to it fails with fooErrorStreamCaptureUnsupported:
-// synchronizing or querying it (or its device), synchronous runs, event records and waits on it, and
-// launches without a release function. Other streams are unaffected.
+// synchronizing or querying it (or its device), synchronous runs, waiting on an event recorded outside
+// the capture, querying or synchronizing an event recorded in it, and launches without a release
+// function. Other streams are unaffected until they wait on an event recorded in the capture: then they
+// join it (as CUDA's fork into another stream), their launches recorded into the same graph, in the
+// order they were made with the capturing stream's, until the capture ends on the stream that began it.
 typedef struct fooGraph* fooGraph_t;
 fooError_t fooStreamBeginCapture(int device, fooStream_t stream);
 fooError_t fooStreamEndCapture(int device, fooStream_t stream, fooGraph_t* graph);
 fooError_t fooStreamIsCapturing(int device, fooStream_t stream, int* capturing);
+// The id of the capture the stream records into (its own, or one it joined); 0 when it is not capturing.
+fooError_t fooStreamGetCaptureId(int device, fooStream_t stream, unsigned long long* capture_id);
 fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count);
 // The name of the graph's `index`-th launch (valid as long as the graph).
 fooError_t fooGraphGetNodeName(fooGraph_t graph, size_t index, const char** name);

@@ -58,6 +58,8 @@ void runTask(const Task& task) {
 
 // The launches a capture recorded; releases their arguments when the last holder (the graph handle, or a
 // queued launch of it) lets go.
+class Stream;
+
 struct GraphNodes {
   struct Node {
     fooKernelFn fn;
@@ -65,6 +67,15 @@ struct GraphNodes {
     fooReleaseFn release;
     std::string name;
   };
+  explicit GraphNodes(int device_index) : device(device_index), capture_id(g_next_capture_id.fetch_add(1) + 1) {}
+  static inline std::atomic<unsigned long long> g_next_capture_id{0};
+  const int device;
+  const unsigned long long capture_id;  // the capture that records it (never 0)
+  // While capturing: the streams that joined the capture by waiting on an event recorded in it, and the
+  // lock their launches append under (each stream's own lock orders only its own launches).
+  std::mutex capture_mutex;
+  std::vector<Stream*> joined;
+  bool capturing = true;
   std::vector<Node> nodes;
   void run() const {
     for (const Node& node : nodes) node.fn(node.arg);
@@ -211,19 +222,54 @@ class Stream {
     return capture_ != nullptr;
   }
 
-  fooError_t beginCapture() {
+  // The graph this stream captures into (its own capture, or one it joined), if any.
+  std::shared_ptr<GraphNodes> captureGraph() {
+    if (g_capturing_streams.load(std::memory_order_acquire) == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capture_;
+  }
+
+  fooError_t beginCapture(int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_) return fooErrorStreamCaptureUnsupported;
-    capture_ = std::make_shared<GraphNodes>();
+    capture_ = std::make_shared<GraphNodes>(device);
+    joined_ = false;
     g_capturing_streams.fetch_add(1, std::memory_order_release);
     return fooSuccess;
   }
 
-  fooError_t endCapture(std::shared_ptr<GraphNodes>* graph) {
+  // As a CUDA stream waiting on an event recorded in a capture: this stream's later launches join that
+  // capture, in one order with the capturing stream's (the graph runs its launches in order).
+  fooError_t joinCapture(const std::shared_ptr<GraphNodes>& graph) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!capture_) return fooErrorInvalidValue;
-    *graph = std::move(capture_);
-    g_capturing_streams.fetch_sub(1, std::memory_order_release);
+    if (capture_ == graph) return fooSuccess;
+    if (capture_) return fooErrorStreamCaptureUnsupported;  // capturing another graph
+    {
+      std::lock_guard<std::mutex> capture_lock(graph->capture_mutex);
+      if (!graph->capturing) return fooErrorInvalidValue;
+      graph->joined.push_back(this);
+    }
+    capture_ = graph;
+    joined_ = true;
+    g_capturing_streams.fetch_add(1, std::memory_order_release);
+    return fooSuccess;
+  }
+
+  // Ends the capture this stream began (not one it joined), and the joined streams' part in it.
+  fooError_t endCapture(std::shared_ptr<GraphNodes>* graph) {
+    std::vector<Stream*> joined;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!capture_ || joined_) return fooErrorInvalidValue;
+      {
+        std::lock_guard<std::mutex> capture_lock(capture_->capture_mutex);
+        capture_->capturing = false;
+        joined.swap(capture_->joined);
+      }
+      *graph = std::move(capture_);
+      g_capturing_streams.fetch_sub(1, std::memory_order_release);
+    }
+    for (Stream* stream : joined) stream->leaveCapture();
     return fooSuccess;
   }
 
@@ -385,8 +431,16 @@ class Stream {
   fooError_t capture(const Task& task) {
     if (task.marker || task.release == nullptr) return fooErrorStreamCaptureUnsupported;
     delete task.traced;  // nothing runs now: nothing to trace
+    std::lock_guard<std::mutex> capture_lock(capture_->capture_mutex);
     capture_->nodes.push_back({task.fn, task.arg, task.release, task.name != nullptr ? task.name : "kernel"});
     return fooSuccess;
+  }
+
+  void leaveCapture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_.reset();
+    joined_ = false;
+    g_capturing_streams.fetch_sub(1, std::memory_order_release);
   }
 
   static constexpr std::chrono::microseconds kPollBeforeSleeping{50};
@@ -409,6 +463,7 @@ class Stream {
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
   std::shared_ptr<GraphNodes> capture_;  // the graph being captured, if any
+  bool joined_ = false;                  // capture_ is another stream's capture, which this one joined
 };
 
 struct DeviceStreams {
@@ -463,6 +518,8 @@ struct EventState {
   std::condition_variable completed_cv;
   uint64_t recorded = 0;
   uint64_t completed = 0;
+  // Recorded last into a capture: a stream that waits on it joins the capture (see fooStreamWaitEvent).
+  std::weak_ptr<foo_runtime::GraphNodes> captured_in;
   bool enable_timing = false;
   std::chrono::steady_clock::time_point time;
 
@@ -495,6 +552,18 @@ struct fooEvent {
 };
 
 using namespace foo_runtime;
+
+namespace {
+
+// The capture `state` was recorded into last, while that capture lasts; the caller holds state->mutex.
+std::shared_ptr<GraphNodes> openCaptureOf(EventState& state) {
+  std::shared_ptr<GraphNodes> graph = state.captured_in.lock();
+  if (graph == nullptr) return nullptr;
+  std::lock_guard<std::mutex> capture_lock(graph->capture_mutex);
+  return graph->capturing ? graph : nullptr;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -596,11 +665,18 @@ fooError_t fooEventDestroy(fooEvent_t event) {
 fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
   if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  if (streamOf(device, stream).capturing()) return fooErrorStreamCaptureUnsupported;
   std::shared_ptr<EventState> state = event->state;
+  if (std::shared_ptr<GraphNodes> graph = streamOf(device, stream).captureGraph()) {
+    // A record in a capture marks a point of the graph, which nothing on the host can wait for; the
+    // graph runs its launches in order, so it needs no marker either.
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->captured_in = graph;
+    return fooSuccess;
+  }
   uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(state->mutex);
+    state->captured_in.reset();
     generation = ++state->recorded;
   }
   return launchClosure(device, stream, [state, generation] { state->complete(generation); }, /*marker=*/true);
@@ -609,6 +685,7 @@ fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
 fooError_t fooEventQuery(fooEvent_t event) {
   if (event == nullptr) return fooErrorInvalidValue;
   std::lock_guard<std::mutex> lock(event->state->mutex);
+  if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
   return event->state->completed >= event->state->recorded ? fooSuccess : fooErrorNotReady;
 }
 
@@ -617,6 +694,7 @@ fooError_t fooEventSynchronize(fooEvent_t event) {
   uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(event->state->mutex);
+    if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
     generation = event->state->recorded;
   }
   event->state->waitFor(generation);
@@ -626,14 +704,24 @@ fooError_t fooEventSynchronize(fooEvent_t event) {
 fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event) {
   if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  if (streamOf(device, stream).capturing()) return fooErrorStreamCaptureUnsupported;
   std::shared_ptr<EventState> state = event->state;
+  std::shared_ptr<GraphNodes> graph;
   uint64_t generation = 0;
+  bool done = false;
   {
+    // Not holding it while taking a stream's lock: a stream's worker completes events under that lock.
     std::lock_guard<std::mutex> lock(state->mutex);
-    if (state->completed >= state->recorded) return fooSuccess;  // nothing to wait for
+    graph = openCaptureOf(*state);
+    done = state->completed >= state->recorded;
     generation = state->recorded;
   }
+  if (graph != nullptr) {
+    if (graph->device != device) return fooErrorInvalidValue;  // a graph runs on one device
+    return streamOf(device, stream).joinCapture(graph);
+  }
+  // A capture waits only on its own points: work outside it would not be in its replays.
+  if (streamOf(device, stream).capturing()) return fooErrorStreamCaptureUnsupported;
+  if (done) return fooSuccess;  // nothing to wait for
   return launchClosure(device, stream, [state, generation] { state->waitFor(generation); });
 }
 
@@ -655,7 +743,7 @@ fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end) {
 fooError_t fooStreamBeginCapture(int device, fooStream_t stream) {
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  return streamOf(device, stream).beginCapture();
+  return streamOf(device, stream).beginCapture(device);
 }
 
 fooError_t fooStreamEndCapture(int device, fooStream_t stream, fooGraph_t* graph) {
@@ -669,6 +757,13 @@ fooError_t fooStreamEndCapture(int device, fooStream_t stream, fooGraph_t* graph
 fooError_t fooStreamIsCapturing(int device, fooStream_t stream, int* capturing) {
   if (!validStream(device, stream) || capturing == nullptr) return fooErrorInvalidValue;
   *capturing = streamOf(device, stream).capturing() ? 1 : 0;
+  return fooSuccess;
+}
+
+fooError_t fooStreamGetCaptureId(int device, fooStream_t stream, unsigned long long* capture_id) {
+  if (!validStream(device, stream) || capture_id == nullptr) return fooErrorInvalidValue;
+  const std::shared_ptr<GraphNodes> graph = streamOf(device, stream).captureGraph();
+  *capture_id = graph != nullptr ? graph->capture_id : 0;
   return fooSuccess;
 }
 

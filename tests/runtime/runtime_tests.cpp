@@ -644,11 +644,14 @@ RUNTIME_TEST(a_capturing_stream_refuses_what_would_wait_for_it_or_add_host_work)
   EXPECT(fooStreamRunSynchronous(0, stream, &nothing, nullptr, fooActivityKindKernel, nullptr) ==
          fooErrorStreamCaptureUnsupported);
   EXPECT(fooLaunchKernel(0, stream, &nothing, nullptr) == fooErrorStreamCaptureUnsupported);  // no release
-  fooEvent_t event = nullptr;
+  fooEvent_t event = nullptr, point = nullptr;
   EXPECT_OK(fooEventCreate(&event, 0));
-  EXPECT(fooEventRecord(event, 0, stream) == fooErrorStreamCaptureUnsupported);
-  EXPECT(fooStreamWaitEvent(0, stream, event) == fooErrorStreamCaptureUnsupported);
+  EXPECT_OK(fooEventCreate(&point, 0));
   EXPECT_OK(fooEventRecord(event, 0, other));  // other streams and devices work as usual
+  EXPECT(fooStreamWaitEvent(0, stream, event) == fooErrorStreamCaptureUnsupported);  // not in the capture
+  EXPECT_OK(fooEventRecord(point, 0, stream));  // a point of the graph, which the host cannot wait for
+  EXPECT(fooEventQuery(point) == fooErrorStreamCaptureUnsupported);
+  EXPECT(fooEventSynchronize(point) == fooErrorStreamCaptureUnsupported);
   EXPECT_OK(fooStreamSynchronize(0, other));
   EXPECT_OK(fooDeviceSynchronize(1));
   EXPECT(std::strcmp(fooGetErrorString(fooErrorStreamCaptureUnsupported),
@@ -658,8 +661,60 @@ RUNTIME_TEST(a_capturing_stream_refuses_what_would_wait_for_it_or_add_host_work)
   EXPECT(fooStreamEndCapture(0, stream, &graph) == fooErrorInvalidValue);  // not capturing any more
   EXPECT_OK(fooStreamSynchronize(0, stream));
   EXPECT_OK(fooDeviceSynchronize(0));
+  EXPECT_OK(fooEventQuery(point));  // never recorded outside a capture
   EXPECT_OK(fooGraphDestroy(graph));
   EXPECT_OK(fooEventDestroy(event));
+  EXPECT_OK(fooEventDestroy(point));
+}
+
+RUNTIME_TEST(a_stream_waiting_on_an_event_of_a_capture_joins_it_until_the_capture_ends) {
+  std::vector<int> order;
+  int released = 0;
+  Counted first{&order, 1, &released}, forked{&order, 2, &released}, joined{&order, 3, &released};
+  fooStream_t origin = 0, side = 0, busy = 0;
+  EXPECT_OK(fooStreamCreate(0, &origin, 0));
+  EXPECT_OK(fooStreamCreate(0, &side, 0));
+  EXPECT_OK(fooStreamCreate(0, &busy, 0));
+  fooEvent_t fork = nullptr, join = nullptr;
+  EXPECT_OK(fooEventCreate(&fork, 0));
+  EXPECT_OK(fooEventCreate(&join, 0));
+  EXPECT_OK(fooStreamBeginCapture(0, origin));
+  EXPECT_OK(fooLaunchKernelEx(0, origin, &Counted::run, &first, &Counted::release, fooActivityKindKernel, nullptr));
+  EXPECT_OK(fooEventRecord(fork, 0, origin));
+  EXPECT(fooStreamWaitEvent(1, 0, fork) == fooErrorInvalidValue);  // a graph runs on one device
+  EXPECT_OK(fooStreamWaitEvent(0, side, fork));                    // side joins the capture
+  unsigned long long origin_id = 0, side_id = 0;
+  EXPECT_OK(fooStreamGetCaptureId(0, origin, &origin_id));
+  EXPECT_OK(fooStreamGetCaptureId(0, side, &side_id));
+  EXPECT(origin_id != 0 && side_id == origin_id);
+  EXPECT_OK(fooLaunchKernelEx(0, side, &Counted::run, &forked, &Counted::release, fooActivityKindKernel, nullptr));
+  EXPECT(fooStreamSynchronize(0, side) == fooErrorStreamCaptureUnsupported);
+  EXPECT_OK(fooStreamBeginCapture(0, busy));  // a stream capturing another graph cannot join this one
+  EXPECT(fooStreamWaitEvent(0, busy, fork) == fooErrorStreamCaptureUnsupported);
+  fooGraph_t other = nullptr;
+  EXPECT_OK(fooStreamEndCapture(0, busy, &other));
+  EXPECT_OK(fooEventRecord(join, 0, side));
+  EXPECT_OK(fooStreamWaitEvent(0, origin, join));  // the capture's own point: nothing to do
+  EXPECT_OK(fooLaunchKernelEx(0, origin, &Counted::run, &joined, &Counted::release, fooActivityKindKernel, nullptr));
+  EXPECT(order.empty());  // recorded, not run
+  fooGraph_t graph = nullptr;
+  EXPECT(fooStreamEndCapture(0, side, &graph) == fooErrorInvalidValue);  // only the stream that began it ends it
+  EXPECT_OK(fooStreamEndCapture(0, origin, &graph));
+  EXPECT_OK(fooStreamGetCaptureId(0, side, &side_id));
+  EXPECT(side_id == 0);
+  EXPECT_OK(fooStreamSynchronize(0, side));  // side is an ordinary stream again
+  size_t count = 0;
+  EXPECT_OK(fooGraphGetNodeCount(graph, &count));
+  EXPECT(count == 3);
+  EXPECT_OK(fooGraphLaunch(graph, 0, side));
+  EXPECT_OK(fooGraphLaunch(graph, 0, side));
+  EXPECT_OK(fooStreamSynchronize(0, side));
+  EXPECT((order == std::vector<int>{1, 2, 3, 1, 2, 3}));
+  EXPECT_OK(fooGraphDestroy(graph));
+  EXPECT_OK(fooGraphDestroy(other));
+  EXPECT(released == 3);
+  EXPECT_OK(fooEventDestroy(fork));
+  EXPECT_OK(fooEventDestroy(join));
 }
 
 RUNTIME_TEST(graph_replays_are_traced_as_one_piece_of_work) {
