@@ -56,10 +56,10 @@ void runTask(const Task& task) {
   if (task.release != nullptr) task.release(task.arg);
 }
 
-// The launches a capture recorded; releases their arguments when the last holder (the graph handle, or a
-// queued launch of it) lets go.
 class Stream;
 
+// The launches a capture recorded; releases their arguments when the last holder (the graph handle, or a
+// queued launch of it) lets go.
 struct GraphNodes {
   struct Node {
     fooKernelFn fn;
