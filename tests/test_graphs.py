@@ -145,6 +145,20 @@ def test_what_would_wait_for_the_capturing_stream_raises(operation):
     torch.foo.synchronize()
 
 
+def test_an_empty_capture_warns_as_on_cuda():
+    x = torch.ones(4, device="foo")
+    graph = torch.foo.FooGraph()
+    with torch.foo.stream(torch.foo.Stream()):
+        with pytest.warns(UserWarning, match="The foo graph is empty"):
+            graph.capture_begin()
+            with torch.foo.stream(torch.foo.Stream()):
+                x.add_(1)  # on another stream: not captured, run
+            graph.capture_end()
+    graph.replay()
+    torch.foo.synchronize()
+    assert x.cpu().eq(2).all()
+
+
 def test_capture_on_the_default_stream_is_refused():
     graph = torch.foo.FooGraph()
     with pytest.raises(RuntimeError, match="default stream"):
@@ -520,6 +534,7 @@ def test_events_recorded_in_a_capture_cannot_be_waited_for_by_the_host():
     graph.reset()
     with pytest.raises(RuntimeError, match=CAPTURE_ERROR):
         with torch.foo.graph(graph):
+            x + 1
             torch.foo.Event().record()
             torch.foo.current_stream().wait_event(outside)  # work outside the capture is not in its replays
     graph.reset()

@@ -52,6 +52,11 @@ class FooGraphImpl final : public at::GraphImplInterface {
     draws_random_numbers_ = takeCapturedDraws(capture_id_);
     FOO_CHECK(error);
     graph_ = graph;
+    size_t count = 0;
+    FOO_CHECK(fooGraphGetNodeCount(graph_, &count));
+    // As CUDA's: work launched elsewhere than on the capturing stream is the usual cause.
+    if (count == 0) TORCH_WARN("The foo graph is empty. This usually means that the graph was attempted to be "
+               "captured on the wrong device or stream.");
   }
 
   // A foo graph needs no instantiation: a replay queues the recorded launches.
