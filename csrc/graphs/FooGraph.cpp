@@ -32,9 +32,9 @@ class FooGraphImpl final : public at::GraphImplInterface {
     TORCH_CHECK(stream_ != 0,
                 "foo graph: capture on the default stream is not allowed (as on CUDA): capture on another stream, "
                 "e.g. inside torch.foo.graph(...) or `with torch.foo.stream(torch.foo.Stream()):`");
-    // A pool of its own, unless told to share another graph's (graph_pool_handle() or graph.pool()).
     FOO_CHECK(fooStreamBeginCapture(device_, stream_));
     FOO_CHECK(fooStreamGetCaptureId(device_, stream_, &capture_id_));
+    // A pool of its own, unless told to share another graph's (graph_pool_handle() or graph.pool()).
     pool_ = pool.first != 0 || pool.second != 0 ? pool : c10::MempoolId_t{g_next_pool_id.fetch_add(1), 0};
     cachingAllocator().beginAllocateToPool(device_, pool_, capture_id_);
     capturing_ = true;
@@ -55,8 +55,10 @@ class FooGraphImpl final : public at::GraphImplInterface {
     size_t count = 0;
     FOO_CHECK(fooGraphGetNodeCount(graph_, &count));
     // As CUDA's: work launched elsewhere than on the capturing stream is the usual cause.
-    if (count == 0) TORCH_WARN("The foo graph is empty. This usually means that the graph was attempted to be "
-               "captured on the wrong device or stream.");
+    if (count == 0) {
+      TORCH_WARN("The foo graph is empty. This usually means that the graph was attempted to be captured on the "
+                 "wrong device or stream.");
+    }
   }
 
   // A foo graph needs no instantiation: a replay queues the recorded launches.
