@@ -6,7 +6,7 @@ BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*
 # One stamp per Python environment, so switching environments installs again.
 STAMP := .install.$(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])").stamp
 
-.PHONY: install demo test bench
+.PHONY: install demo test test-sanitizers bench
 
 $(STAMP): $(BUILD_INPUTS)
 	$(PYTHON) -m pip install -q -r requirements-dev.txt
@@ -20,6 +20,11 @@ demo: install
 
 test: install
 	$(PYTHON) -m pytest tests -q
+
+# The runtime's C API tests built with ThreadSanitizer, and with AddressSanitizer and UBSan (`make test`
+# runs them too, in tests/test_runtime.py).
+test-sanitizers: install
+	$(PYTHON) -m pytest tests/test_runtime.py -q -k "tsan or asan"
 
 bench: install
 	$(PYTHON) benchmarks/ops.py

@@ -305,6 +305,9 @@ PYBIND11_MODULE(_C, m) {
             a.integer = pybind11::cast<int64_t>(args[i]);
           }
         }
+        // Without the GIL: a launch waits while another thread's synchronous run holds the stream, and
+        // that run may need the GIL (a kernel written in Python).
+        const pybind11::gil_scoped_release no_gil;
         kernel.launch(std::move(arguments));
       });
   // Works around a shutdown race in PyTorch's autograd engine (the pytorch#38230 family): a device

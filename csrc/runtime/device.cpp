@@ -14,7 +14,6 @@
 namespace foo_runtime {
 namespace {
 
-
 int readDeviceCount() {
   const char* env = std::getenv("FOO_DEVICE_COUNT");
   if (env == nullptr || *env == '\0') return 2;
@@ -33,9 +32,10 @@ size_t readDeviceMemoryBytes() {
 DeviceMemory g_memory[FOO_MAX_DEVICES];
 std::once_flag g_init_once;
 std::atomic<bool> g_init_done{false};  // read first: call_once costs thread-local bookkeeping at every call
-bool g_init_ok = false;
-bool g_initialized = false;
-bool g_in_bad_fork = false;
+// Atomic: read by any thread while the initialising one (or a fork's child handler) writes them.
+std::atomic<bool> g_init_ok{false};
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_in_bad_fork{false};
 thread_local int t_current_device = 0;
 
 }  // namespace
@@ -54,8 +54,9 @@ fooError_t ensureInitialized() {
   if (g_init_done.load(std::memory_order_acquire)) return g_init_ok ? fooSuccess : fooErrorInitialization;
   std::call_once(g_init_once, [] {
     const size_t bytes = readDeviceMemoryBytes();
-    g_init_ok = true;
-    for (int d = 0; d < deviceCount(); ++d) g_init_ok = g_init_ok && mapDeviceMemory(d, bytes);
+    bool ok = true;
+    for (int d = 0; d < deviceCount(); ++d) ok = ok && mapDeviceMemory(d, bytes);
+    g_init_ok = ok;
     g_initialized = true;
     pthread_atfork(nullptr, nullptr, [] { g_in_bad_fork = true; });
     g_init_done.store(true, std::memory_order_release);

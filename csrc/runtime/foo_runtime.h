@@ -100,15 +100,19 @@ fooError_t fooLaunchKernel(int device, fooStream_t stream, fooKernelFn fn, void*
 // after fn ran or, for a launch a graph captured, when the graph is destroyed (fn may then run many times).
 // After a run, a host thread that launches kernels on the stream (every 16th launch gives back what ran
 // before it), queries or synchronizes it calls it, as the host frees what it allocated (the worker does
-// once the stream idles): so release must not take a lock its caller may hold while launching. When a stream or
+// once the stream idles): so release must not take a lock its caller may hold while launching. Several
+// threads may give back one stream's work at once, each launch's argument exactly once. When a stream or
 // device synchronization returns, or a query says the stream is done, the arguments of the work it
-// waited for are released; an event's completion says nothing about them.
+// waited for are released, by whichever thread; an event's completion says nothing about them.
 // Only a launch with `release` can be captured.
 fooError_t fooLaunchKernelEx(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooReleaseFn release,
                              fooActivityKind kind, const char* name);
 // Runs fn(arg) on the calling thread once all work launched on the stream before has completed, and
 // returns when it is done: the stream's synchronous work, whose result the host needs at once (as a
-// synchronous cudaMemcpy). Traced as work of the stream, like a launch. fn must not throw.
+// synchronous cudaMemcpy). It holds the stream meanwhile: a launch from another host thread (other than
+// an event record) returns only after fn, so no thread frees memory that its queued work still uses
+// while fn runs (a stream-ordered allocator would hand it to fn, which is not ordered after that work).
+// Traced as work of the stream, like a launch. fn must not throw.
 fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn fn, void* arg, fooActivityKind kind,
                                    const char* name);
 // How many launches (kernels, event records, event waits) the stream has received; unchanged between two

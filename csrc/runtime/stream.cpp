@@ -7,6 +7,7 @@
 #include "foo_runtime.h"
 #include "internal.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -157,6 +158,8 @@ struct ThreadNodes {
 thread_local bool ThreadNodes::alive = false;
 thread_local ThreadNodes t_nodes;
 thread_local bool t_stream_worker = false;  // workers launch nothing: they keep no nodes
+thread_local int t_giving_back = 0;         // inside releases this thread is giving back
+thread_local Stream* t_holding = nullptr;   // the stream whose synchronous run this thread is in
 
 Node* newNode(const Task& task) { return t_nodes.cache.take(task); }
 
@@ -175,8 +178,10 @@ void recycleNode(Node* node) {
 // query or synchronize the stream: the host allocated them, and memory freed on the thread that
 // allocated it stays in that thread's cache (a worker freeing it would contend with the host for the
 // heap's lock), and the cache lines the worker writes are read once per batch, not once per launch.
-// Once the stream idles, the worker gives back what is left itself. `mutex_` serves the slow paths
-// only: sleeping, waiting, captures and events' markers.
+// Once the stream idles, the worker gives back what is left itself. Any number of threads may give back
+// at once: batches are taken in turn under `release_mutex_`. A synchronous run on the host holds the
+// stream against other threads' launches (runSynchronous). `mutex_` serves the slow paths only:
+// sleeping, waiting, captures and events' markers.
 class Stream {
  public:
   Stream() : tail_(new Node) {
@@ -192,7 +197,9 @@ class Stream {
       if (capture_) return capture(task);
     }
     if (!worker_started_.load(std::memory_order_acquire)) startWorker();
-    const uint64_t launched = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
+    // Counted before held_ is read, as runSynchronous sets held_ before it reads the count: a launch it
+    // does not wait for sees the stream held.
+    const uint64_t launched = submitted_.fetch_add(1, std::memory_order_seq_cst) + 1;
     Node* node = newNode(task);
     Node* previous = tail_.exchange(node, std::memory_order_acq_rel);
     previous->next.store(node, std::memory_order_seq_cst);  // pairs with the worker's going to sleep
@@ -200,6 +207,9 @@ class Stream {
       { std::lock_guard<std::mutex> lock(mutex_); }  // the worker is either waiting or sees the node
       work_ready_.notify_one();
     }
+    // Event records pass: the caching allocator records them under its lock, which the synchronous run
+    // holding the stream may take (they neither use nor free memory).
+    if (held_.load(std::memory_order_seq_cst) && !task.marker) waitWhileHeld();
     // Not for event records: the caching allocator records them under its lock, which a release
     // (freeing a kernel's tensors) would take again.
     if (!task.marker && launched % kReleaseEvery == 0) giveBackCompleted();
@@ -297,7 +307,41 @@ class Stream {
   // left to wait for (a device synchronization asks every stream of the device).
   fooError_t synchronize() {
     if (capturing()) return fooErrorStreamCaptureUnsupported;
-    const uint64_t target = submitted_.load(std::memory_order_acquire);
+    waitForCompleted(submitted_.load(std::memory_order_seq_cst));
+    return fooSuccess;
+  }
+
+  // Runs fn(arg) on this thread once the work launched before has completed, holding the stream until
+  // it returns: a launch from another host thread meanwhile returns only then. Otherwise that thread
+  // could free memory its queued work still uses, which the stream-ordered allocator would hand to
+  // this run (as the host reuses memory freed on a stream for the next work on it), and this run, not
+  // ordered after that work, would write it while it runs. Refused while the stream captures.
+  fooError_t runSynchronous(TracedLaunch* traced, fooKernelFn fn, void* arg) {
+    std::unique_lock<std::mutex> hold;
+    Stream* const outer = t_holding;
+    if (outer != this) {  // a run inside this stream's synchronous run already holds it
+      hold = std::unique_lock<std::mutex>(hold_mutex_);
+      held_.store(true, std::memory_order_seq_cst);
+      t_holding = this;
+    }
+    const fooError_t state = synchronize();
+    if (state == fooSuccess) {
+      if (traced != nullptr) traced->call_end_ns = activityClockNs();
+      runTraced(traced, fn, arg);
+    } else {
+      delete traced;  // a capture began meanwhile: nothing runs
+    }
+    if (outer != this) {
+      t_holding = outer;
+      held_.store(false, std::memory_order_seq_cst);
+      notifyWaiters();
+    }
+    return state;
+  }
+
+ private:
+  // Waits until `target` launches have completed and what they held is given back.
+  void waitForCompleted(uint64_t target) {
     if (completed_.load(std::memory_order_acquire) < target) {
       // Polls briefly before sleeping, as CUDA's host spins while a short wait is likely: a wake-up
       // costs more than the small kernels a host typically waits for.
@@ -306,10 +350,17 @@ class Stream {
       waitUntil(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= target; });
     }
     waitForReleases();
-    return fooSuccess;
   }
 
- private:
+  // A launch made while another thread's synchronous run holds the stream returns once it is done.
+  void waitWhileHeld() {
+    // Its own run; work a kernel causes on the worker; or a launch a release makes (the run may wait for
+    // that release to end).
+    if (t_holding == this || t_stream_worker || t_giving_back > 0) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    waitUntil(lock, [&] { return !held_.load(std::memory_order_seq_cst); });
+  }
+
   void startWorker() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (worker_started_.load(std::memory_order_relaxed)) return;
@@ -328,10 +379,7 @@ class Stream {
         if (head_->next.load(std::memory_order_acquire) != nullptr) continue;
         if (released_.load(std::memory_order_acquire) < completed_.load(std::memory_order_relaxed)) {
           // Idle: gives back what no host thread came for, so nothing stays held while the stream sleeps.
-          releasing_.fetch_add(1, std::memory_order_seq_cst);
           giveBackCompleted();
-          releasing_.fetch_sub(1, std::memory_order_seq_cst);
-          notifyWaiters();
           continue;
         }
         std::unique_lock<std::mutex> lock(mutex_);
@@ -357,44 +405,68 @@ class Stream {
     }
   }
 
-  // Returns once what completed work held is given back, as on return from a synchronization before
-  // arguments were given back late: by this thread, or by the worker (which counts as releasing before
-  // it takes any: whatever this thread does not find, the worker is still releasing).
+  // Returns once what the completed work held is given back: by this thread, or by others (host threads
+  // or the worker) that took part of it to give back and are still doing so. Inside a release (which
+  // might synchronize), only what this thread finds: it would wait for itself.
   void waitForReleases() {
+    const uint64_t target = completed_.load(std::memory_order_acquire);
     giveBackCompleted();
-    if (releasing_.load(std::memory_order_seq_cst) != 0) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      waitUntil(lock, [&] { return releasing_.load(std::memory_order_seq_cst) == 0; });
-    }
+    if (t_giving_back > 0 || given_back_.load(std::memory_order_acquire) >= target) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    waitUntil(lock, [&] { return given_back_.load(std::memory_order_seq_cst) >= target; });
   }
 
   // Gives back the arguments of the completed tasks not given back yet, on this thread, in batches:
-  // a release may free tensors, which may launch (an event record), so none runs under the lock.
+  // a release may free tensors, which may launch (an event record), so none runs under a lock. Several
+  // threads may give back at once (host threads, the worker): each batch is taken whole under
+  // release_mutex_, the tasks to release read there too, since the node holding the last one is the
+  // first node the next batch recycles, on another thread, as soon as the lock is let go.
   void giveBackCompleted() {
     if (released_.load(std::memory_order_acquire) == completed_.load(std::memory_order_acquire)) return;
     for (;;) {
-      Node* passed[32];  // nodes the worker has moved past, each with the task of the node after it
+      constexpr size_t kBatch = 32;
+      Node* passed[kBatch];  // nodes the worker has moved past, each followed by a node whose task ran
+      struct Release {
+        fooReleaseFn fn;
+        void* arg;
+      } releases[kBatch];
       size_t count = 0;
+      uint64_t first = 0;
       {
         std::lock_guard<std::mutex> lock(release_mutex_);
         const uint64_t completed = completed_.load(std::memory_order_acquire);
         uint64_t released = released_.load(std::memory_order_relaxed);
         if (released == completed) return;
-        for (; released < completed && count < std::size(passed); ++released) {
-          passed[count++] = released_node_;
-          released_node_ = released_node_->next.load(std::memory_order_acquire);  // linked: it was consumed
+        first = released;
+        for (; released < completed && count < kBatch; ++released) {
+          Node* next = released_node_->next.load(std::memory_order_acquire);  // linked: it was consumed
+          passed[count] = released_node_;
+          releases[count++] = {next->task.release, next->task.arg};
+          released_node_ = next;
           // The worker read what is written next (the node, and an argument its release frees): asked for
           // now, the lines it holds are given up for all of the batch at once, not one write at a time.
           prepareForWriting(passed[count - 1]);
-          prepareForWriting(released_node_->task.arg);
+          prepareForWriting(next->task.arg);
         }
+        releasing_from_.push_back(first);
         released_.store(released, std::memory_order_release);
       }
+      ++t_giving_back;
       for (size_t i = 0; i < count; ++i) {
-        const Task& task = passed[i]->next.load(std::memory_order_relaxed)->task;
-        if (task.release != nullptr) task.release(task.arg);
+        if (releases[i].fn != nullptr) releases[i].fn(releases[i].arg);
       }
+      --t_giving_back;
       for (size_t i = 0; i < count; ++i) recycleNode(passed[i]);
+      {
+        // Batches end in any order: what is given back is everything before the oldest batch still running.
+        std::lock_guard<std::mutex> lock(release_mutex_);
+        releasing_from_.erase(std::find(releasing_from_.begin(), releasing_from_.end(), first));
+        const uint64_t oldest = releasing_from_.empty()
+                                    ? released_.load(std::memory_order_relaxed)
+                                    : *std::min_element(releasing_from_.begin(), releasing_from_.end());
+        given_back_.store(oldest, std::memory_order_seq_cst);
+      }
+      notifyWaiters();
     }
   }
 
@@ -453,11 +525,16 @@ class Stream {
   alignas(64) Node* head_;
   alignas(64) std::atomic<uint64_t> completed_{0};
   alignas(64) std::mutex release_mutex_;
-  Node* released_node_;                // the last node whose task was given back (or the first stub)
-  std::atomic<uint64_t> released_{0};  // written under release_mutex_
+  // Under release_mutex_: the last node whose task was taken to give back (or the first stub), how many
+  // were taken, and the first task of each batch still being given back.
+  Node* released_node_;
+  std::atomic<uint64_t> released_{0};
+  std::vector<uint64_t> releasing_from_;
+  std::atomic<uint64_t> given_back_{0};  // the tasks before it are all given back
+  alignas(64) std::atomic<bool> held_{false};  // a synchronous run holds the stream (runSynchronous)
+  std::mutex hold_mutex_;                        // one synchronous run at a time
   alignas(64) std::atomic<bool> worker_sleeping_{false};
   std::atomic<int> waiters_{0};
-  std::atomic<int> releasing_{0};  // the worker is giving tasks back
   std::atomic<bool> worker_started_{false};  // not a once_flag: call_once costs thread-local bookkeeping
   std::mutex mutex_;
   std::condition_variable work_ready_;
@@ -609,17 +686,8 @@ fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn f
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
   if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
   Stream& queue = streamOf(device, stream);
-  fooError_t state = queue.query();
-  if (state == fooErrorStreamCaptureUnsupported) return state;
-  TracedLaunch* traced = traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous");
-  if (state == fooErrorNotReady) state = queue.synchronize();
-  if (state != fooSuccess) {  // a capture began meanwhile
-    delete traced;
-    return state;
-  }
-  if (traced != nullptr) traced->call_end_ns = activityClockNs();
-  runTraced(traced, fn, arg);
-  return fooSuccess;
+  if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
+  return queue.runSynchronous(traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous"), fn, arg);
 }
 
 fooError_t fooStreamGetLaunchCount(int device, fooStream_t stream, uint64_t* count) {
