@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from . import _multiprocessing, amp, compiler, lightning, ops
+from . import _multiprocessing, amp, compiler, lightning, memory, ops
 from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init, is_initialized
 from .random import (
     default_generators,
@@ -240,6 +240,7 @@ def _register() -> None:
 
         distributed._register()
     compiler.install()
+    memory._route_accelerator_snapshot()
     lightning._install()  # Trainer(accelerator="foo"), once the program imports Lightning
     atexit.register(_C._finish_work_at_exit)
 

@@ -4,6 +4,7 @@ The statistics come from foo's caching allocator (a ``c10::DeviceAllocator``), t
 ``torch.accelerator.memory_*`` reports.
 """
 import collections
+import functools
 import pickle
 import sys
 from typing import Any, Optional
@@ -212,18 +213,52 @@ def _record_memory_history(enabled: Any = "all", context: Optional[str] = "all",
     _C._record_memory_history(enabled, context, stacks, max_entries, clear_history)
 
 
-def _snapshot(device: Any = None) -> dict[str, Any]:
+def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
     """The state of foo's caching allocator, in the format of ``torch.cuda.memory._snapshot()``:
     ``{"segments": [...], "device_traces": [[...] per device]}``. A segment (one device allocation) lists its
     blocks with their state (``active_allocated``, ``active_pending_free``, ``inactive``) and, when
     :func:`_record_memory_history` records stacks, the frames that allocated them; ``device_traces``
     holds each device's recorded history (``time_us``: microseconds since the epoch).
+    ``torch.accelerator.memory._snapshot()`` returns it when foo is the accelerator.
 
     Render it with PyTorch's visualiser: ``torch.cuda._memory_viz.segment_plot(snapshot)`` or
     ``trace_plot(snapshot)`` write an HTML page; ``_dump_snapshot`` writes the pickle its web viewer opens.
+
+    Args:
+        device: unused, as by ``torch.cuda.memory._snapshot``: the snapshot covers every foo device.
+        augment_with_fx_traces (bool): add to the frames of code that torch.compile generated the FX
+            nodes and original source they came from, as ``torch.cuda.memory._snapshot`` does.
     """
     _lazy_init()
-    return _C._memory_snapshot()
+    snapshot = _C._memory_snapshot()
+    if augment_with_fx_traces:
+        snapshot = torch._utils._augment_memory_snapshot_stack_traces(snapshot)
+    return snapshot
+
+
+# The PyTorch releases whose torch.accelerator.memory._snapshot knows only XPU and otherwise asks CUDA
+# (tests/test_memory.py fails if a new release changes that function).
+_ACCELERATOR_SNAPSHOT_PATCHED_RELEASES = ("2.13",)
+
+
+def _route_accelerator_snapshot() -> None:
+    """``torch.accelerator.memory._snapshot()`` returns foo's snapshot when foo is the accelerator."""
+    if not torch.__version__.startswith(_ACCELERATOR_SNAPSHOT_PATCHED_RELEASES):
+        return
+    accelerator_memory = sys.modules["torch.accelerator.memory"]
+    original = accelerator_memory._snapshot
+    if getattr(original, "_foo_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+        accelerator = torch.accelerator.current_accelerator()
+        if accelerator is not None and accelerator.type == "foo":
+            return _snapshot(device, augment_with_fx_traces=augment_with_fx_traces)
+        return original(device, augment_with_fx_traces=augment_with_fx_traces)
+
+    snapshot._foo_wrapped = True
+    accelerator_memory._snapshot = snapshot
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
