@@ -97,9 +97,10 @@ SCRIPTS = {
         import torch
         import torch._inductor.config as config
         config.compile_threads = 2
-        f = torch.compile(lambda a, b: (a.sin() + b).sum(0), fullgraph=True)
+        fn = lambda a, b: ((a.sin() + b) @ b.t()).cos().sum(0) + b.sum()  # kernels on both sides of a matmul
+        f = torch.compile(fn, fullgraph=True)
         a, b = torch.randn(64, 8), torch.randn(64, 8)
-        torch.testing.assert_close(f(a.foo(), b.foo()).cpu(), (a.sin() + b).sum(0))
+        torch.testing.assert_close(f(a.foo(), b.foo()).cpu(), fn(a, b))
         print("ok")
     """, {}),
 }
@@ -137,6 +138,42 @@ def test_compiled_code_launches_generated_foo_kernels():
     assert "cpp_pybinding" not in code  # no kernel runs as a CPU function on host memory
     assert "aten." not in code  # fused, not an eager fallback
     torch.testing.assert_close(result.cpu(), fn(a.cpu(), b.cpu()))
+
+
+def several_kernels(a, b):
+    return ((((a.sin() + b) @ b.t()).cos() @ b).relu() + 1).sum(0)  # kernels between extern matmuls
+
+
+def test_a_graphs_kernels_compile_in_one_module(monkeypatch):
+    """Each kernel is its own launch, but one compiler run per compile worker builds them all."""
+    loaded = []
+    load = foo_inductor.CppCodeCache.load
+    monkeypatch.setattr(foo_inductor.CppCodeCache, "load", lambda source, *a, **k: loaded.append(source) or load(source, *a, **k))
+    a, b = torch.randn(64, 8, device="foo"), torch.randn(64, 8, device="foo")
+    with inductor_config.patch(fx_graph_cache=False):
+        result, (code,) = run_and_get_code(torch.compile(several_kernels), a, b)
+    kernels = code.count("foo_inductor.compile_kernel(")
+    assert kernels >= 3 and len(loaded) == 1
+    assert all(f"foo_launch_{i}(" in loaded[0] for i in range(kernels))
+    torch.testing.assert_close(result.cpu(), several_kernels(a.cpu(), b.cpu()))
+
+
+def test_kernels_that_do_not_compile_together_compile_one_by_one(monkeypatch):
+    loaded = []
+    load = foo_inductor.CppCodeCache.load
+
+    def refuse_batches(source, *args, **kwargs):
+        loaded.append(source)
+        if "foo_launch_0(" in source:  # as if two kernels defined the same helper
+            raise RuntimeError("redefinition")
+        return load(source, *args, **kwargs)
+
+    monkeypatch.setattr(foo_inductor.CppCodeCache, "load", refuse_batches)
+    a, b = torch.randn(64, 8, device="foo"), torch.randn(64, 8, device="foo")
+    with inductor_config.patch(fx_graph_cache=False):
+        result, (code,) = run_and_get_code(torch.compile(several_kernels), a, b)
+    assert len(loaded) == 1 + code.count("foo_inductor.compile_kernel(")
+    torch.testing.assert_close(result.cpu(), several_kernels(a.cpu(), b.cpu()))
 
 
 def test_pointwise_and_reduction_fusions():

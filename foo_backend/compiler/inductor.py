@@ -4,8 +4,8 @@ Imported, and registered (``register()``), the first time Inductor compiles for 
 ``foo_backend.compiler``).
 
 How a compiled graph runs on foo: Inductor's C++ backend (``CppScheduling``) writes the kernels, as for CPU,
-and this module compiles each one with an entry point that takes its arguments packed in one array; the
-graph's Python wrapper calls a ``foo_backend._C.CompiledKernel`` for it, which queues the kernel on the
+and this module gives each one an entry point that takes its arguments packed in one array and compiles a
+graph's kernels together (``_KernelBatch``); the graph's Python wrapper calls a ``foo_backend._C.CompiledKernel`` for it, which queues the kernel on the
 current stream of the tensors' device with their device addresses translated to the kernel mapping (the
 host never touches device memory) and returns at once. Buffers are allocated on the graph's device (the
 wrapper enters ``torch.foo.device(i)`` as it enters ``torch.cuda._DeviceGuard(i)`` for CUDA); extern
@@ -13,6 +13,7 @@ kernels and ATen fallbacks are ordinary foo operator calls, on the same stream.
 """
 import ctypes
 import functools
+import re
 
 import torch
 from torch._inductor import lowering as inductor_lowering
@@ -37,8 +38,8 @@ _POINTER_SLOT = "({type})(uintptr_t)args[{index}]"
 _VALUE_SLOT = "*(const {base}*)&args[{index}]"
 
 
-def _launch_entry_point(parameter_types):
-    """``foo_launch(args)``: calls the generated ``kernel`` with its arguments unpacked from one array."""
+def _launch_entry_point(parameter_types, kernel="kernel", entry="foo_launch"):
+    """``entry(args)``: calls the generated function ``kernel`` with its arguments unpacked from one array."""
     unpacked = []
     for index, type_ in enumerate(parameter_types):
         if type_.endswith("*"):
@@ -47,22 +48,99 @@ def _launch_entry_point(parameter_types):
             base = type_.removeprefix("const ").strip()
             unpacked.append(_VALUE_SLOT.format(base=base, index=index))
     arguments = ",\n        ".join(unpacked)
-    return f'\nextern "C" void foo_launch(const uint64_t* args) {{\n    kernel(\n        {arguments});\n}}\n'
+    return f'\nextern "C" void {entry}(const uint64_t* args) {{\n    {kernel}(\n        {arguments});\n}}\n'
+
+
+# How Inductor's C++ source of one kernel (PyTorch 2.13) defines its function.
+_KERNEL_DEFINITION = re.compile(r'extern "C"\s+void\s+kernel\(')
+
+
+class _KernelBatch:
+    """The foo kernels one graph's wrapper defines, compiled together the first time one is needed. Each stays
+    a launch of its own, but a compiler run costs mostly the parse of Inductor's prefix header: one run per
+    compile worker serves them all (CPU's kernels are fewer: Inductor fuses a CPU graph's kernels until a
+    device change, foo's are launched one by one, as a GPU's). A batch that fails to compile together (two
+    kernels defining the same helper) compiles its kernels one by one."""
+
+    def __init__(self, async_compile):
+        self.async_compile = async_compile
+        self.kernels = []  # (name, parameter_types, source)
+        self.launchers = None
+
+    def add(self, name, parameter_types, source):
+        self.kernels.append((name, parameter_types, source))
+        return len(self.kernels) - 1
+
+    def launcher(self, index):
+        if self.launchers is None:
+            self.launchers = self._compile()
+        return self.launchers[index]
+
+    def _compile(self):
+        indices = list(range(len(self.kernels)))
+        together = [i for i in indices if len(_KERNEL_DEFINITION.findall(self.kernels[i][2])) == 1]
+        workers = min(get_compile_threads(), len(together))
+        chunks = [together[w::workers] for w in range(workers)] if together else []
+        loads = [(chunk, self._load("".join(self._renamed(i) for i in chunk))) for chunk in chunks]  # all started
+        launchers = {}
+        for chunk, load in loads:
+            try:
+                library = load()
+            except Exception:  # noqa: BLE001  (a compile error: the chunk's kernels compile one by one below)
+                continue
+            for i in chunk:
+                launchers[i] = self._wrap(i, getattr(library, f"foo_launch_{i}"))
+        for i in indices:
+            if i not in launchers:
+                name, parameter_types, source = self.kernels[i]
+                library = self._load(source + _launch_entry_point(parameter_types))()
+                launchers[i] = self._wrap(i, library.foo_launch)
+        return [launchers[i] for i in indices]
+
+    def _renamed(self, index):
+        _, parameter_types, source = self.kernels[index]
+        function = f"foo_kernel_{index}"
+        return (_KERNEL_DEFINITION.sub(f"static void {function}(", source, count=1)
+                + _launch_entry_point(parameter_types, kernel=function, entry=f"foo_launch_{index}"))
+
+    def _load(self, source):
+        """A function returning the compiled library of ``source``, compiled in Inductor's workers if it has them."""
+        if get_compile_threads() <= 1:
+            return lambda: CppCodeCache.load(source)
+        return CppCodeCache.load_async(source, submit_fn=self.async_compile.submit)
+
+    def _wrap(self, index, entry):
+        name, parameter_types, _ = self.kernels[index]
+        return _C.CompiledKernel(name, ctypes.cast(entry, ctypes.c_void_p).value, parameter_types)
+
+
+class _CompiledOnFirstLaunch:
+    """A foo kernel whose batch compiles when it is first launched: with one compile thread, Inductor's
+    wrapper waits for no futures (``AsyncCompile.wait`` does nothing), so its kernels are these."""
+
+    def __init__(self, batch, index):
+        self.batch, self.index, self.kernel = batch, index, None
+
+    @property
+    def name(self):
+        return self.batch.kernels[self.index][0]
+
+    def __call__(self, *args):
+        if self.kernel is None:
+            self.kernel = self.batch.launcher(self.index)
+        return self.kernel(*args)
 
 
 def compile_kernel(async_compile, name, parameter_types, source):
-    """What the wrapper calls to define a foo kernel: compiles ``source`` (Inductor's C++ for the kernel)
-    with foo's entry point, in Inductor's compile workers when it has them, and returns the launcher."""
-    source += _launch_entry_point(parameter_types)
-
-    def launcher(library):
-        entry = ctypes.cast(library.foo_launch, ctypes.c_void_p).value
-        return _C.CompiledKernel(name, entry, parameter_types)
-
+    """What the wrapper calls to define a foo kernel: compiled with the wrapper's other kernels
+    (``_KernelBatch``) when the wrapper waits for them, or, with one compile thread, on its first launch."""
+    batch = getattr(async_compile, "_foo_kernels", None)
+    if batch is None or batch.launchers is not None:
+        batch = async_compile._foo_kernels = _KernelBatch(async_compile)
+    index = batch.add(name, parameter_types, source)
     if get_compile_threads() <= 1:
-        return launcher(CppCodeCache.load(source))
-    library = CppCodeCache.load_async(source, submit_fn=async_compile.submit)
-    return LambdaFuture(lambda: launcher(library()))
+        return _CompiledOnFirstLaunch(batch, index)
+    return LambdaFuture(lambda: batch.launcher(index))
 
 
 # How CppScheduling.define_kernel (PyTorch 2.13) defines a kernel in the Python wrapper.
