@@ -5,9 +5,10 @@ Imported, and registered (``register()``), the first time Inductor compiles for 
 
 How a compiled graph runs on foo: Inductor's C++ backend (``CppScheduling``) writes the kernels, as for CPU,
 and this module gives each one an entry point that takes its arguments packed in one array and compiles a
-graph's kernels together (``_KernelBatch``); the graph's Python wrapper calls a ``foo_backend._C.CompiledKernel`` for it, which queues the kernel on the
-current stream of the tensors' device with their device addresses translated to the kernel mapping (the
-host never touches device memory) and returns at once. Buffers are allocated on the graph's device (the
+graph's kernels together (``_KernelBatch``); the graph's Python wrapper calls a
+``foo_backend._C.CompiledKernel`` for each, which queues the kernel on the current stream of the tensors'
+device with their device addresses translated to the kernel mapping (the host never touches device memory)
+and returns at once. Buffers are allocated on the graph's device (the
 wrapper enters ``torch.foo.device(i)`` as it enters ``torch.cuda._DeviceGuard(i)`` for CUDA); extern
 kernels and ATen fallbacks are ordinary foo operator calls, on the same stream.
 """
