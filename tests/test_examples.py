@@ -90,7 +90,7 @@ def test_train_example_compiled(subprocesses):
 
 
 def test_profile_example(subprocesses):
-    """README's profiling command: the table has foo's device time, the trace foo's kernels on streams."""
+    """docs/profiling.md's command: the table has foo's device time, the trace foo's kernels on streams."""
     out = subprocesses.check("profile")
     work = out.splitlines()[0]
     assert "Self FOO" in out  # the table's device-time columns (its top rows depend on timing)
@@ -110,14 +110,14 @@ def test_profile_example(subprocesses):
 
 
 def test_sparse_embedding_example(subprocesses):
-    """README's sparse example: sparse gradients and SparseAdam on foo learn what they learn on CPU."""
+    """docs/using.md's sparse example: sparse gradients and SparseAdam on foo learn what they learn on CPU."""
     out = subprocesses.check("sparse_embedding")
     assert "sparse documents on foo:0" in out
     assert out.rstrip().endswith("OK: sparse training on foo matches CPU")
 
 
 def test_graph_training_example(subprocesses):
-    """README's graphs example: a captured training step (dropout, capturable Adam) replays eager CPU training."""
+    """docs/graphs.md's example: a captured training step (dropout, capturable Adam) replays eager CPU training."""
     out = subprocesses.check("graph_training")
     assert "one training step captured, replayed 40 times" in out
     assert out.rstrip().endswith("OK: the replayed training step on foo learns what eager training on CPU learns")
