@@ -12,7 +12,7 @@
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
 #include "device/Generator.h"
-#include "device/Stream.h"
+#include "device/Launch.h"
 #include "distributed/ProcessGroupFoo.h"
 #include "execution/Fallback.h"
 #include "graphs/FooGraph.h"

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "device/Common.h"
-#include "device/Stream.h"
+#include "device/Launch.h"
 
 namespace foo {
 

@@ -17,7 +17,7 @@
 #include <set>
 
 #include "device/Common.h"
-#include "device/Stream.h"
+#include "device/Launch.h"
 
 namespace foo {
 namespace {

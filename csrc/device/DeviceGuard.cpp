@@ -4,7 +4,7 @@
 
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
-#include "device/Stream.h"
+#include "device/Launch.h"
 
 namespace foo {
 namespace {

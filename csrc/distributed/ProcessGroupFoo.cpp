@@ -8,6 +8,7 @@
 
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
+#include "device/Launch.h"
 #include "execution/KernelViews.h"
 
 namespace foo {

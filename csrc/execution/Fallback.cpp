@@ -10,6 +10,7 @@
 #include "device/Generator.h"
 #include "execution/Fallback.h"
 #include "execution/HostKernel.h"
+#include "execution/QueuedLaunch.h"
 
 namespace foo {
 namespace {
@@ -140,15 +141,12 @@ void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_
   std::vector<c10::IValue> args(std::make_move_iterator(args_begin), std::make_move_iterator(stack->end()));
   stack->erase(args_begin, stack->end());
   const std::vector<int> structure = plan->structure;
-  LaunchOutputs outputs =
-      call.launch(
-          std::move(plan),
-          [op, cpu_keys, args = std::move(args)](c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>& results) mutable {
-            torch::jit::Stack kernel_stack = args;  // a copy: a graph's replay runs the kernel again
-            op.redispatchBoxed(cpu_keys, &kernel_stack);
-            flattenTensors(kernel_stack.data(), kernel_stack.size(), results, nullptr);
-          },
-          /*views_on_worker=*/false);  // the boxed arguments hold the views argument() returned
+  LaunchOutputs outputs = launchWithCallerViews(
+      call, std::move(plan), [op, cpu_keys, args = std::move(args)](std::vector<at::Tensor>& results) mutable {
+        torch::jit::Stack kernel_stack = args;  // a copy: a graph's replay runs the kernel again
+        op.redispatchBoxed(cpu_keys, &kernel_stack);  // the boxed arguments hold the views argument() returned
+        flattenTensors(kernel_stack.data(), kernel_stack.size(), results, nullptr);
+      });
   size_t next = 0;
   for (int length : structure) {
     if (length < 0) {

@@ -32,18 +32,19 @@
 #include <ATen/ops/threshold_backward_ops.h>
 
 #include "execution/HostKernel.h"
+#include "execution/QueuedLaunch.h"
 
 namespace foo {
 namespace {
 
-// How each parameter type reaches the CPU kernel, in two steps: sign() adds the argument to the call's
+// How each parameter type reaches the CPU kernel, in two steps: declare() adds the argument to the call's
 // launch signature; take() returns what the kernel receives (as a value it can own: a queued kernel
 // outlives the caller's arguments). A tensor becomes its kernel view, or, when the call is queued, a
 // placeholder that the queued kernel fills with the view it makes on the stream's worker (slot()).
 template <class T>
 struct HostArg {
   using type = std::decay_t<T>;
-  static void sign(HostKernelCall& call, const type& value) { call.argument(value); }
+  static void declare(HostKernelCall& call, const type& value) { call.argument(value); }
   static type take(HostKernelCall&, const type& value, bool) { return value; }
   static int slot(const HostKernelCall&, const type&) { return -1; }
 };
@@ -51,8 +52,10 @@ struct HostArg {
 template <HostKernelCall::TensorUse kUse>
 struct TensorArg {
   using type = at::Tensor;
-  static void sign(HostKernelCall& call, const at::Tensor& t) { call.sign(t, kUse); }
-  static at::Tensor take(HostKernelCall& call, const at::Tensor& t, bool queued) { return call.take(t, kUse, queued); }
+  static void declare(HostKernelCall& call, const at::Tensor& t) { call.declare(t, kUse); }
+  static at::Tensor take(HostKernelCall& call, const at::Tensor& t, bool queued) {
+    return call.kernelArgument(t, kUse, queued);
+  }
   static int slot(const HostKernelCall& call, const at::Tensor& t) { return call.slotOf(t); }
 };
 
@@ -65,9 +68,9 @@ struct HostArg<at::Tensor&> : TensorArg<HostKernelCall::TensorUse::kMutated> {};
 template <>
 struct HostArg<const std::optional<at::Tensor>&> {
   using type = std::optional<at::Tensor>;
-  static void sign(HostKernelCall& call, const type& t) { call.sign(t); }
+  static void declare(HostKernelCall& call, const type& t) { call.declare(t); }
   static type take(HostKernelCall& call, const type& t, bool queued) {
-    return t ? type(call.take(*t, HostKernelCall::TensorUse::kInput, queued)) : std::nullopt;
+    return t ? type(call.kernelArgument(*t, HostKernelCall::TensorUse::kInput, queued)) : std::nullopt;
   }
   static int slot(const HostKernelCall& call, const type& t) { return t ? call.slotOf(*t) : -1; }
 };
@@ -75,7 +78,7 @@ struct HostArg<const std::optional<at::Tensor>&> {
 template <>
 struct HostArg<at::OptionalIntArrayRef> {
   using type = std::optional<std::vector<int64_t>>;
-  static void sign(HostKernelCall& call, at::OptionalIntArrayRef values) { call.argument(values); }
+  static void declare(HostKernelCall& call, at::OptionalIntArrayRef values) { call.argument(values); }
   static type take(HostKernelCall&, at::OptionalIntArrayRef values, bool) {
     return values ? type(values->vec()) : std::nullopt;
   }
@@ -85,7 +88,7 @@ struct HostArg<at::OptionalIntArrayRef> {
 template <>
 struct HostArg<c10::SymIntArrayRef> {
   using type = std::vector<c10::SymInt>;
-  static void sign(HostKernelCall& call, c10::SymIntArrayRef values) { call.argument(values); }
+  static void declare(HostKernelCall& call, c10::SymIntArrayRef values) { call.argument(values); }
   static type take(HostKernelCall&, c10::SymIntArrayRef values, bool) { return values.vec(); }
   static int slot(const HostKernelCall&, c10::SymIntArrayRef) { return -1; }
 };
@@ -229,12 +232,12 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
 
   static Result call(Args... args) {
     HostKernelCall call(Op::name, &kId);
-    (HostArg<Args>::sign(call, args), ...);  // in order: the signature lists the arguments as they come
+    (HostArg<Args>::declare(call, args), ...);  // in order: the signature lists the arguments as they come
     if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
       HostArgs host = take(call, /*queued=*/true, args...);
       const std::array<int, sizeof...(Args)> slots{HostArg<Args>::slot(call, args)...};
-      LaunchOutputs outputs = call.launch(
-          std::move(plan),
+      LaunchOutputs outputs = launchWithWorkerViews(
+          call, std::move(plan),
           [host = std::move(host), slots](c10::ArrayRef<at::Tensor> views, std::vector<at::Tensor>& results) {
             // A copy on the worker: the closure stays as the host wrote it (a graph replays it), and the
             // views go back to the worker's pool with the copy.
@@ -245,8 +248,7 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
             } else {
               appendResults(runOnCpu(bound), results);
             }
-          },
-          /*views_on_worker=*/true);
+          });
       if constexpr (kReturnsArgument) {
         return returnedArgument(args...);
       } else {

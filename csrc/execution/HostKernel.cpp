@@ -93,7 +93,7 @@ const at::Tensor& HostKernelCall::viewOf(size_t slot) {
   return a.view;
 }
 
-void HostKernelCall::sign(const at::Tensor& t, TensorUse use) {
+void HostKernelCall::declare(const at::Tensor& t, TensorUse use) {
   if (t.defined() && isFoo(t) && t.layout() == c10::kStrided && !t.is_nested()) {
     joinDevice(t.device());
     addStridedInput(c10::MaybeOwned<at::Tensor>::borrowed(t));
@@ -104,10 +104,12 @@ void HostKernelCall::sign(const at::Tensor& t, TensorUse use) {
   }
 }
 
-at::Tensor HostKernelCall::take(const at::Tensor& t, TensorUse use, bool queued) {
+at::Tensor HostKernelCall::kernelArgument(const at::Tensor& t, TensorUse use, bool queued) {
   if (!t.defined()) return t;
   if (!isFoo(t)) return hostValue(t, use);
-  return queued ? at::Tensor() : viewOf(static_cast<size_t>(slotOf(t)));
+  const int slot = slotOf(t);
+  TORCH_INTERNAL_ASSERT(slot >= 0, op_name_, ": kernelArgument() of a foo tensor that was never declared");
+  return queued ? at::Tensor() : viewOf(static_cast<size_t>(slot));
 }
 
 int HostKernelCall::slotOf(const at::Tensor& t) const {
@@ -150,39 +152,6 @@ void HostKernelCall::prepare() {
   if (host_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *host_conflict_);
 }
 
-namespace {
-
-at::Tensor fooTensor(c10::Storage storage, caffe2::TypeMeta dtype, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                     int64_t storage_offset, bool conj, bool neg) {
-  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
-                                                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  impl->set_sizes_and_strides(sizes, strides, storage_offset);
-  if (conj) impl->_set_conj(true);
-  if (neg) impl->_set_neg(true);
-  return t;
-}
-
-bool sameMetadata(const at::Tensor& t, const KernelViewSpec& spec) {
-  return t.dtype() == spec.dtype && t.sizes() == spec.sizes() && t.strides() == spec.strides() &&
-         t.storage_offset() == spec.storage_offset &&
-         t.is_conj() == spec.conj && t.is_neg() == spec.neg;
-}
-
-}  // namespace
-
-at::Tensor HostKernelCall::wrap(c10::Storage storage, const at::Tensor& like) const {
-  return fooTensor(std::move(storage), like.dtype(), like.sizes(), like.strides(), like.storage_offset(), like.is_conj(),
-                   like.is_neg());
-}
-
-at::Tensor HostKernelCall::freshOutput(const LaunchPlan::Output& spec) const {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), spec.storage_nbytes,
-                       cachingAllocator().allocateOn(device_, spec.storage_nbytes), &cachingAllocator(),
-                       /*resizable=*/true);
-  return fooTensor(std::move(storage), spec.dtype, spec.sizes, spec.strides, spec.storage_offset, spec.conj, spec.neg);
-}
-
 std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   prepare();
   // Dispatch state the queued kernel could not see as the caller does (Python modes, CPU autocast)
@@ -197,93 +166,6 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   std::shared_ptr<LaunchPlan> plan = findLaunchPlan(signature_);
   if (plan) noteCapturedDraws(capture_id);  // the caller launches it into the capture
   return plan;
-}
-
-void HostKernelCall::planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, LaunchOutputs& outputs,
-                             bool views_on_worker) {
-  outputs.reserve(plan->outputs.size());
-  for (const LaunchPlan::Output& spec : plan->outputs) {
-    if (spec.kind == LaunchPlan::Output::kArgument) {
-      outputs.push_back(*aliases_[spec.argument].foo);
-      run.outputs_.emplace_back();
-    } else if (spec.kind == LaunchPlan::Output::kFresh) {
-      outputs.push_back(freshOutput(spec));
-      run.outputs_.push_back({true, KernelViewSpec(outputs.back())});
-    } else {
-      outputs.emplace_back();
-      run.outputs_.emplace_back();
-    }
-  }
-  if (views_on_worker) {
-    for (const Alias& a : aliases_) run.inputs_.push_back({a.storage_slot, KernelViewSpec(*a.foo)});
-    int capturing = 0;
-    FOO_CHECK(fooStreamIsCapturing(device_, currentStream(device_), &capturing));
-    if (capturing != 0) run.kept_ = std::make_unique<PlannedRun::KeptViews>();
-  }
-  run.plan_ = std::move(plan);
-  run.op_name_ = op_name_;
-}
-
-void PlannedRun::execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel) {
-  c10::impl::ForceDispatchKeyGuard same_keys_as_caller(keys_);
-  c10::SmallVector<at::Tensor, 4> own_views;  // unless the launch keeps views across replays
-  if (!kept_) own_views = makeInputViews();
-  const c10::ArrayRef<at::Tensor> views = kept_ ? keptInputViews() : c10::ArrayRef<at::Tensor>(own_views);
-  OutputHints hints;
-  for (const Output& output : outputs_)
-    if (output.fresh && output.spec.storage_nbytes > 0) hints.push_back({output.spec.data, output.spec.storage_nbytes});
-  // The worker's one results vector, reused from run to run (taken, in case a kernel runs another).
-  static thread_local std::vector<at::Tensor> t_spare_results;
-  std::vector<at::Tensor> results = std::move(t_spare_results);
-  {
-    OfferOutputHints offer(hints);
-    kernel(views, results);
-  }
-  bool matches = results.size() == outputs_.size();
-  for (size_t i = 0; matches && i < outputs_.size(); ++i)
-    // Against the run's own copy of the plan's metadata: the worker reads nothing of the plan itself,
-    // whose reference count the host changes at every launch (a cache line both would write).
-    matches = !outputs_[i].fresh || (results[i].defined() && sameMetadata(results[i], outputs_[i].spec));
-  if (!matches) {
-    plan_->stale = true;
-    TORCH_CHECK(false, op_name_, " returned outputs of other shapes than an earlier call with the same arguments: "
-                "its outputs depend on its inputs' values, and it will run synchronously from now on");
-  }
-  // Results the kernel did not write in place may sit in another output's memory (it allocated them
-  // in another order): they are all taken out before any is copied to its output.
-  c10::SmallVector<size_t, 4> misplaced;
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    if (outputs_[i].fresh && results[i].storage().data() != outputs_[i].spec.data) misplaced.push_back(i);
-  }
-  if (misplaced.size() > 1) {
-    for (size_t i : misplaced) results[i] = results[i].clone();
-  }
-  for (size_t i : misplaced) kernelView(outputs_[i].spec).copy_(results[i]);
-  results.clear();
-  t_spare_results = std::move(results);
-  for (at::Tensor& view : own_views) recycleKernelView(std::move(view));
-}
-
-c10::SmallVector<at::Tensor, 4> PlannedRun::makeInputViews() const {
-  // This thread's own views, made from its pool (and given back to it after the run, unless kept).
-  c10::SmallVector<at::Tensor, 4> views;
-  for (size_t slot = 0; slot < inputs_.size(); ++slot) {
-    const Input& input = inputs_[slot];
-    views.push_back(kernelView(input.spec, input.storage_slot < slot ? views[input.storage_slot].storage() : c10::Storage()));
-  }
-  return views;
-}
-
-c10::ArrayRef<at::Tensor> PlannedRun::keptInputViews() {
-  // Made by the first run; later ones share them, as kernels never change their inputs' views.
-  if (!kept_->made.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(kept_->mutex);
-    if (!kept_->made.load(std::memory_order_relaxed)) {
-      kept_->views = makeInputViews();
-      kept_->made.store(true, std::memory_order_release);
-    }
-  }
-  return kept_->views;
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {
@@ -313,13 +195,7 @@ void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<i
         }
         fresh_storages.push_back(storage);
         spec.kind = LaunchPlan::Output::kFresh;
-        spec.sizes = r.sizes().vec();
-        spec.strides = r.strides().vec();
-        spec.storage_offset = r.storage_offset();
-        spec.dtype = r.dtype();
-        spec.storage_nbytes = storage->nbytes();
-        spec.conj = r.is_conj();
-        spec.neg = r.is_neg();
+        spec.layout = TensorLayout(r);
       }
     }
     plan->outputs.push_back(std::move(spec));
@@ -412,7 +288,7 @@ at::Tensor HostKernelCall::output(at::Tensor result) {
     impl->_change_backend_component_keys(fooDevice(device_));
     return result;
   }
-  return wrap(std::move(storage), result);
+  return TensorLayout(result).fooTensor(std::move(storage));
 }
 
 }  // namespace foo

@@ -9,8 +9,8 @@
 // tensor is handed over as a CPU sparse tensor over its components' kernel views (SparseKernelViews.cpp).
 //
 // A call whose outputs' metadata are known in advance (see LaunchPlan.h) is queued on the stream
-// instead: its outputs are allocated on the host, and the kernel, running later on the stream's
-// worker, writes into them.
+// instead (QueuedLaunch.h): its outputs are allocated on the host, and the kernel, running later on the
+// stream's worker, writes into them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,72 +19,16 @@
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
-#include <atomic>
 #include <optional>
 #include <string>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-#include "device/Stream.h"
+#include "device/Launch.h"
 #include "execution/KernelViews.h"
 #include "execution/LaunchPlan.h"
 
 namespace foo {
-
-// The part of a queued launch that does not depend on the kernel: on the stream's worker it builds the
-// kernel views of the call's foo arguments (when the kernel asked for them: see HostKernelCall::launch),
-// offers the kernel the outputs the host allocated, and checks the kernel's results against the plan.
-class PlannedRun {
- public:
-  // With the dispatch keys of the calling thread, which the kernel runs with; HostKernelCall::launch fills it.
-  explicit PlannedRun(c10::impl::LocalDispatchKeySet keys) : keys_(keys) {}
-  // `kernel(views, results)`: `views` are the kernel views of the call's foo arguments, by slot.
-  void execute(c10::function_ref<void(c10::ArrayRef<at::Tensor>, std::vector<at::Tensor>&)> kernel);
-  const char* kernelName() const { return plan_->kernel_name.c_str(); }
-
- private:
-  friend class HostKernelCall;
-  // The kernel views of the inputs, made on this thread; or, for a captured launch, kept from its first run.
-  c10::SmallVector<at::Tensor, 4> makeInputViews() const;
-  c10::ArrayRef<at::Tensor> keptInputViews();
-  // Members in the order the worker reads them, flags before the specs they qualify: the host writes a
-  // run at every launch, and each cache line it writes is one the worker must fetch from another core.
-  struct Input {
-    size_t storage_slot;  // the first slot with the same storage: their views share one
-    KernelViewSpec spec;
-  };
-  struct Output {
-    bool fresh = false;  // allocated by the host for this run (else an argument, or undefined)
-    KernelViewSpec spec;
-  };
-  // A captured launch runs at each replay of its graph: it keeps the views it made on its first run.
-  struct KeptViews {
-    // Launches of one graph run in order, but one replayed inside another need not: the first run makes
-    // the views under the mutex. Checked through `made` first: std::call_once would cost thread-local
-    // bookkeeping at every replay.
-    std::mutex mutex;
-    std::atomic<bool> made{false};
-    c10::SmallVector<at::Tensor, 4> views;
-  };
-  c10::impl::LocalDispatchKeySet keys_;  // the caller's, which the kernel runs with
-  std::unique_ptr<KeptViews> kept_;      // for a captured launch only
-  c10::SmallVector<Input, 3> inputs_;
-  c10::SmallVector<Output, 1> outputs_;
-  std::shared_ptr<LaunchPlan> plan_;
-  const char* op_name_ = nullptr;
-};
-
-template <class Kernel>
-struct PlannedLaunch {
-  explicit PlannedLaunch(Kernel&& k) : run(c10::impl::tls_local_dispatch_key_set()), kernel(std::move(k)) {}
-  PlannedRun run;
-  Kernel kernel;
-  void operator()() { run.execute(kernel); }
-};
-
-// The outputs of a queued launch (see HostKernelCall::launch).
-using LaunchOutputs = c10::SmallVector<at::Tensor, 2>;
 
 class HostKernelCall {
  public:
@@ -114,19 +58,20 @@ class HostKernelCall {
     if (!t) signature_.undefinedTensor();
     return t ? std::optional<at::Tensor>(argument(*t, use)) : std::nullopt;
   }
-  // argument() in two steps, for a caller that first learns whether the call can be queued (plan()):
-  // sign() adds a tensor to the signature (and checks it), then take() returns what the kernel receives:
-  // its kernel view, or with `queued` an undefined placeholder for a foo tensor, whose kernel view the
-  // queued kernel makes on the stream's worker (at the position slotOf() gives).
-  void sign(const at::Tensor& t, TensorUse use = TensorUse::kInput);
-  void sign(const std::optional<at::Tensor>& t, TensorUse use = TensorUse::kInput) {
+  // argument() in two steps, for a caller that learns whether the call is queued (plan()) only once
+  // every argument is in the signature: declare() adds a tensor to the signature (and checks it), then
+  // kernelArgument() returns what the kernel receives: its kernel view, or with `queued` an undefined
+  // placeholder for a foo tensor, whose kernel view the queued kernel receives on the stream's worker
+  // (at the position slotOf() gives). A foo tensor must be declared before its kernelArgument().
+  void declare(const at::Tensor& t, TensorUse use = TensorUse::kInput);
+  void declare(const std::optional<at::Tensor>& t, TensorUse use = TensorUse::kInput) {
     if (t) {
-      sign(*t, use);
+      declare(*t, use);
     } else {
       signature_.undefinedTensor();
     }
   }
-  at::Tensor take(const at::Tensor& t, TensorUse use, bool queued);
+  at::Tensor kernelArgument(const at::Tensor& t, TensorUse use, bool queued);
   // The position of foo tensor `t` among the call's distinct foo tensors, or -1 for any other tensor.
   int slotOf(const at::Tensor& t) const;
   // Any other argument is returned as it is.
@@ -175,23 +120,9 @@ class HostKernelCall {
     kernel();
   }
 
-  // The plan of an earlier call with this signature, when this call may be queued; else nullptr.
+  // The plan of an earlier call with this signature, when this call may be queued (QueuedLaunch.h);
+  // else nullptr.
   std::shared_ptr<LaunchPlan> plan();
-  // Allocates the outputs `plan` describes, queues `kernel` on the current stream and returns the
-  // outputs (flattened, as the kernel returns them) at once. `kernel(views, results)` owns what it uses
-  // and appends its results (flattened) to `results`. With `views_on_worker`, `views` are kernel views of
-  // the call's foo arguments made on the worker, by slot (see slotOf); else it is empty, and the kernel
-  // holds the views argument() returned.
-  template <class Kernel>
-  LaunchOutputs launch(std::shared_ptr<LaunchPlan> plan, Kernel kernel, bool views_on_worker) {
-    LaunchOutputs outputs;
-    auto work = std::make_unique<QueuedKernel<PlannedLaunch<Kernel>>>(std::move(kernel));
-    PlannedRun& run = work->kernel.run;
-    planRun(run, std::move(plan), outputs, views_on_worker);
-    const char* name = run.kernelName();  // the plan, which holds it, outlives the launch call
-    QueuedWork::enqueue(std::move(work), device_, name);
-    return outputs;
-  }
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
   // grouped as `structure` says) as the plan for later calls with this signature.
   void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);
@@ -211,6 +142,7 @@ class HostKernelCall {
   std::string profiledKernelName() const { return fooActivityIsEnabled() ? kernelName() : std::string(); }
 
  private:
+  friend class QueuedLaunch;  // reads the foo arguments and the device of the call it queues
   struct Alias {
     c10::MaybeOwned<at::Tensor> foo;
     at::Tensor view;  // made when first needed
@@ -240,10 +172,6 @@ class HostKernelCall {
   void prepare();
   void joinDevice(c10::Device device);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
-  at::Tensor wrap(c10::Storage storage, const at::Tensor& like) const;
-  at::Tensor freshOutput(const LaunchPlan::Output& spec) const;
-  // Fills `run` and allocates the outputs of `plan` into `outputs`.
-  void planRun(PlannedRun& run, std::shared_ptr<LaunchPlan> plan, LaunchOutputs& outputs, bool views_on_worker);
 
   const char* op_name_;
   LaunchSignature signature_;

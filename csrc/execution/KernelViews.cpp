@@ -123,17 +123,8 @@ class ViewPool {
 
 thread_local ViewPool t_view_pool;
 
-// The metadata of a view.
-struct ViewLayout {
-  caffe2::TypeMeta dtype;
-  c10::IntArrayRef sizes, strides;
-  int64_t storage_offset;
-  size_t storage_nbytes;
-  bool conj, neg;
-};
-
 // A CPU tensor with `layout` over `data`, which it does not own.
-at::Tensor aliasView(const ViewLayout& layout, void* data, c10::Allocator* allocator, c10::Storage view_storage) {
+at::Tensor aliasView(const TensorLayout& layout, void* data, c10::Allocator* allocator, c10::Storage view_storage) {
   c10::DataPtr kernel_data(data, c10::Device(c10::kCPU));
   at::Tensor view = t_view_pool.take();
   if (!view.defined()) {
@@ -156,51 +147,28 @@ at::Tensor aliasView(const ViewLayout& layout, void* data, c10::Allocator* alloc
     }
     view_impl->set_storage_and_dtype(std::move(view_storage), layout.dtype);
   }
-  c10::TensorImpl* view_impl = view.unsafeGetTensorImpl();
-  view_impl->set_sizes_and_strides(layout.sizes, layout.strides, layout.storage_offset);
-  view_impl->_set_conj(layout.conj);
-  view_impl->_set_neg(layout.neg);
+  layout.applyTo(view.unsafeGetTensorImpl());
   return view;
-}
-
-ViewLayout layoutOf(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  return {t.dtype(), impl->sizes(), impl->strides(), impl->storage_offset(), impl->storage().nbytes(),
-          impl->is_conj(), impl->is_neg()};
 }
 
 }  // namespace
 
-KernelViewSpec::KernelViewSpec(const at::Tensor& foo_tensor) {
-  const c10::TensorImpl* impl = foo_tensor.unsafeGetTensorImpl();
-  const c10::Storage& storage = impl->unsafe_storage();
-  data = fooKernelAddress(storage.data());
-  storage_nbytes = storage.nbytes();
-  storage_offset = impl->storage_offset();
-  dtype = impl->dtype();
-  device = impl->device().index();
-  conj = impl->is_conj();
-  neg = impl->is_neg();
-  const c10::IntArrayRef sizes = impl->sizes();
-  const c10::IntArrayRef strides = impl->strides();
-  sizes_and_strides.reserve(2 * sizes.size());
-  sizes_and_strides.append(sizes.begin(), sizes.end());
-  sizes_and_strides.append(strides.begin(), strides.end());
-}
+KernelViewSpec::KernelViewSpec(const at::Tensor& foo_tensor)
+    : data(fooKernelAddress(foo_tensor.unsafeGetTensorImpl()->unsafe_storage().data())),
+      device(foo_tensor.device().index()),
+      layout(foo_tensor) {}
 
 at::Tensor kernelView(const KernelViewSpec& spec, c10::Storage view_storage) {
-  return aliasView({spec.dtype, spec.sizes(), spec.strides(), spec.storage_offset, spec.storage_nbytes, spec.conj,
-                    spec.neg},
-                   spec.data, kernelViewAllocator(spec.device), std::move(view_storage));
+  return aliasView(spec.layout, spec.data, kernelViewAllocator(spec.device), std::move(view_storage));
 }
 
 at::Tensor kernelView(const at::Tensor& t, c10::Storage view_storage) {
   // Resizable through the device's kernel-view allocator: an out= resize reallocates on the device.
-  return aliasView(layoutOf(t), fooKernelAddress(t.storage().data()), kernelViewAllocator(t.device().index()),
+  return aliasView(TensorLayout(t), fooKernelAddress(t.storage().data()), kernelViewAllocator(t.device().index()),
                    std::move(view_storage));
 }
 
-at::Tensor hostAlias(const at::Tensor& t) { return aliasView(layoutOf(t), t.storage().mutable_data(), nullptr, {}); }
+at::Tensor hostAlias(const at::Tensor& t) { return aliasView(TensorLayout(t), t.storage().mutable_data(), nullptr, {}); }
 
 void recycleKernelView(at::Tensor&& view) { t_view_pool.give(std::move(view)); }
 

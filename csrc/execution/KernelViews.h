@@ -15,29 +15,22 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/SmallVector.h>
 
+#include "execution/TensorLayout.h"
+
 namespace foo {
 
 // A CPU tensor aliasing `foo_tensor`'s memory through the kernel mapping. Views of one foo storage that
 // meet in one kernel must share `view_storage`, so that the kernel's overlap checks see them alias.
 at::Tensor kernelView(const at::Tensor& foo_tensor, c10::Storage view_storage = {});
-// A kernel view described by value: a snapshot of a foo tensor's metadata, which a queued kernel turns
+// A kernel view described by value: a foo tensor's kernel address and layout, which a queued kernel turns
 // into a kernel view on its stream's worker. The worker then creates and recycles its views itself, and
 // the host never touches objects the worker wrote (each such access costs a transfer between caches).
-// Compact, as the host writes one per tensor at every launch and the worker reads it from another core.
 struct KernelViewSpec {
   KernelViewSpec() = default;
   explicit KernelViewSpec(const at::Tensor& foo_tensor);
-  c10::IntArrayRef sizes() const { return c10::IntArrayRef(sizes_and_strides.data(), sizes_and_strides.size() / 2); }
-  c10::IntArrayRef strides() const {
-    return c10::IntArrayRef(sizes_and_strides.data() + sizes_and_strides.size() / 2, sizes_and_strides.size() / 2);
-  }
   void* data = nullptr;  // the storage's start, through the kernel mapping
-  size_t storage_nbytes = 0;
-  int64_t storage_offset = 0;
-  caffe2::TypeMeta dtype;
   c10::DeviceIndex device = -1;
-  bool conj = false, neg = false;
-  c10::SmallVector<int64_t, 8> sizes_and_strides;  // the sizes, then the strides
+  TensorLayout layout;
 };
 // The kernel view `spec` describes; `view_storage` as kernelView's.
 at::Tensor kernelView(const KernelViewSpec& spec, c10::Storage view_storage = {});

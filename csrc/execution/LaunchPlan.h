@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "execution/TensorLayout.h"
+
 namespace foo {
 
 // The words identifying a call; a call that cannot run asynchronously has none.
@@ -90,12 +92,7 @@ struct LaunchPlan {
   struct Output {
     enum Kind { kUndefined, kArgument, kFresh } kind;
     size_t argument = 0;  // kArgument: the position of the tensor argument returned
-    // kFresh: a new tensor with its own storage of `storage_nbytes`
-    std::vector<int64_t> sizes, strides;
-    int64_t storage_offset = 0;
-    caffe2::TypeMeta dtype;
-    size_t storage_nbytes = 0;
-    bool conj = false, neg = false;
+    TensorLayout layout;  // kFresh: a new tensor with its own storage of `layout.storage_nbytes`
   };
   std::vector<Output> outputs;
   std::vector<int> structure;  // how the caller groups the flat outputs (its returns' list lengths)

@@ -6,7 +6,7 @@
 #include <torch/csrc/profiler/stubs/base.h>
 
 #include "device/Common.h"
-#include "device/Stream.h"
+#include "device/Launch.h"
 #include "profiler/Profiler.h"
 
 namespace foo {

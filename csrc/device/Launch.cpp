@@ -1,0 +1,181 @@
+#include "device/Launch.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+
+namespace foo {
+namespace {
+thread_local bool t_on_stream_worker = false;
+
+std::mutex g_async_error_mutex;
+std::exception_ptr g_async_errors[FOO_MAX_DEVICES];
+}  // namespace
+
+namespace detail {
+std::atomic<bool> g_async_error_pending{false};
+
+void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(g_async_error_mutex);
+  if (!g_async_errors[device]) g_async_errors[device] = std::move(error);
+  g_async_error_pending = true;
+}
+}  // namespace detail
+
+void checkAsyncErrors(c10::DeviceIndex device) {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(g_async_error_mutex);
+    std::swap(error, g_async_errors[device]);
+    bool pending = false;
+    for (const std::exception_ptr& e : g_async_errors) pending = pending || e;
+    detail::g_async_error_pending = pending;
+  }
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "foo: an asynchronously launched operation on foo:", static_cast<int>(device),
+                " failed: ", e.what());
+  }
+}
+
+void synchronizeStream(c10::DeviceIndex device, fooStream_t stream) {
+  FOO_CHECK(fooStreamSynchronize(device, stream));
+  checkAsyncErrors(device);
+}
+
+void synchronizeDevice(c10::DeviceIndex device) {
+  FOO_CHECK(fooDeviceSynchronize(device));
+  checkAsyncErrors(device);
+}
+
+bool onStreamWorker() { return t_on_stream_worker; }
+
+namespace {
+
+// Free blocks by size class (steps of 64 bytes up to 4 KB), each class a bounded list.
+class WorkBlockCache {
+ public:
+  void* take(size_t size) {
+    const size_t c = classOf(size);
+    if (c >= kClasses) return ::operator new(size);
+    if (FreeBlock* block = free_[c]) {
+      free_[c] = block->next;
+      --count_[c];
+      if (free_[c] != nullptr) prepareForWriting(free_[c], (c + 1) * kStep);
+      return block;
+    }
+    return ::operator new((c + 1) * kStep);
+  }
+  // False when the caller must free it itself.
+  bool give(void* block, size_t size) {
+    const size_t c = classOf(size);
+    if (c >= kClasses || count_[c] >= kMaxPerClass) return false;
+    free_[c] = new (block) FreeBlock{free_[c]};
+    ++count_[c];
+    return true;
+  }
+  ~WorkBlockCache() {
+    for (FreeBlock* list : free_) {
+      while (list != nullptr) {
+        FreeBlock* next = list->next;
+        ::operator delete(list);
+        list = next;
+      }
+    }
+  }
+
+ private:
+  struct FreeBlock {
+    FreeBlock* next;
+  };
+  static constexpr size_t kStep = 64;
+  static constexpr size_t kClasses = 64;
+  static constexpr size_t kMaxPerClass = 256;
+  static size_t classOf(size_t size) { return (size - 1) / kStep; }
+  // The stream's worker read the block when it ran the work it held: its cache lines are shared with
+  // that core, and each first write must invalidate them there. Asking for them now, one launch
+  // ahead, hides that latency (PREFETCHW; a no-op on x86 processors without it).
+  static void prepareForWriting(void* block, size_t size) {
+#if defined(__x86_64__)
+    for (size_t offset = 0; offset < size; offset += 64)
+      asm volatile("prefetchw %0" : : "m"(*(static_cast<const char*>(block) + offset)));
+#else
+    (void)block;
+    (void)size;
+#endif
+  }
+  FreeBlock* free_[kClasses] = {};
+  uint16_t count_[kClasses] = {};
+};
+
+struct ThreadWorkBlocks {
+  WorkBlockCache cache;
+  ThreadWorkBlocks() { alive = true; }
+  ~ThreadWorkBlocks() { alive = false; }
+  // Trivially destructible, so readable while the thread's other thread_locals are destroyed.
+  static thread_local bool alive;
+};
+thread_local bool ThreadWorkBlocks::alive = false;
+thread_local ThreadWorkBlocks t_work_blocks;
+
+}  // namespace
+
+void* QueuedWork::operator new(size_t size) { return t_work_blocks.cache.take(size); }
+
+void QueuedWork::operator delete(void* block, size_t size) {
+  // A block given back after the thread's cache is gone (work released at exit) goes to the heap.
+  if (!ThreadWorkBlocks::alive || !t_work_blocks.cache.give(block, size)) ::operator delete(block);
+}
+
+KernelThreadSettings KernelThreadSettings::current() { return {at::get_num_threads(), denormalFlags()}; }
+
+void KernelThreadSettings::apply() const {
+  if (at::get_num_threads() != num_threads) at::set_num_threads(num_threads);
+#if defined(__x86_64__)
+  if (denormalFlags() != denormal_flags) _mm_setcsr((_mm_getcsr() & ~kDenormalBits) | denormal_flags);
+#endif
+}
+
+unsigned KernelThreadSettings::denormalFlags() {
+#if defined(__x86_64__)
+  return _mm_getcsr() & kDenormalBits;
+#else
+  return 0;
+#endif
+}
+
+void QueuedWork::enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
+                         fooActivityKind kind) {
+  if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
+  work->device_ = device;
+  work->settings_ = KernelThreadSettings::current();
+  const fooError_t error = fooLaunchKernelEx(
+      device, currentStream(device),
+      [](void* arg) {
+        auto* work = static_cast<QueuedWork*>(arg);
+        t_on_stream_worker = true;
+        try {
+          work->settings_.apply();
+          work->run();
+        } catch (...) {
+          detail::recordAsyncError(work->device_, std::current_exception());
+        }
+        t_on_stream_worker = false;
+      },
+      work.get(), [](void* arg) { delete static_cast<QueuedWork*>(arg); }, kind, name);
+  FOO_CHECK(error);
+  work.release();  // the runtime gives it back through the release function
+  if (fooLaunchBlocking()) checkAsyncErrors(device);  // it ran inline: its error belongs to this call
+}
+
+}  // namespace foo

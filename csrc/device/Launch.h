@@ -1,0 +1,124 @@
+// The launch path: every kernel and copy on foo memory reaches a stream through runAfterStream (the
+// host waits for it) or enqueueOnStream (queued: the host goes on), on the device's current stream
+// (device/Stream.h). A queued kernel's exception is an asynchronous error, raised by a later call.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <type_traits>
+
+#include "device/Common.h"
+#include "device/Stream.h"
+
+namespace foo {
+
+// Raises, once, the error of an asynchronous launch that failed on `device` since the last check.
+void checkAsyncErrors(c10::DeviceIndex device);
+// Waits for the work of one stream or of a whole device, then reports asynchronous failures.
+void synchronizeStream(c10::DeviceIndex device, fooStream_t stream);
+void synchronizeDevice(c10::DeviceIndex device);
+
+namespace detail {
+void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error);
+extern std::atomic<bool> g_async_error_pending;
+}  // namespace detail
+
+// Runs `kernel()` on `device`'s current stream after the work already queued there, and returns when
+// it is done: for work whose results the host needs at once (an operator's output shapes, a copy into
+// pageable memory). The calling thread waits for the stream to drain and runs the kernel itself, so
+// it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions. The
+// runtime's activity tracing records it as work of the stream, named `name`.
+template <class Kernel>
+void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
+                    fooActivityKind kind = fooActivityKindKernel) {
+  if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
+  const fooStream_t stream = currentStream(device);
+  const fooError_t state = fooStreamQuery(device, stream);
+  if (state == fooErrorNotReady) {
+    synchronizeStream(device, stream);  // raises the errors of the work it waited for, before the kernel runs
+  } else {
+    FOO_CHECK(state);
+  }
+  struct Call {
+    std::remove_reference_t<Kernel>* kernel;
+    std::exception_ptr error;
+  } call{&kernel, nullptr};
+  const auto run = [](void* arg) {
+    auto* c = static_cast<Call*>(arg);
+    try {
+      (*c->kernel)();
+    } catch (...) {
+      c->error = std::current_exception();
+    }
+  };
+  FOO_CHECK(fooStreamRunSynchronous(device, stream, run, &call, kind, name));
+  if (call.error) std::rethrow_exception(call.error);
+}
+
+// The per-thread settings that change what a CPU kernel computes: its intra-op thread count (which
+// decides how reductions and matmuls split their work) and, on x86, whether denormals are flushed
+// (torch.set_flush_denormal). A queued kernel runs with those of the thread that launched it.
+struct KernelThreadSettings {
+  int num_threads = 1;
+  unsigned denormal_flags = 0;
+
+  static KernelThreadSettings current();
+  // Makes them this thread's; cheap when they already are.
+  void apply() const;
+
+ private:
+  static constexpr unsigned kDenormalBits = 0x8040;  // x86's MXCSR flush-to-zero and denormals-are-zero
+  static unsigned denormalFlags();
+};
+
+// Work queued on a stream by enqueueOnStream: one allocation holding the kernel and what it owns.
+class QueuedWork {
+ public:
+  virtual ~QueuedWork() = default;
+  // One block per launch, allocated and freed (see fooLaunchKernelEx) on the launching host thread: a
+  // per-thread cache of blocks serves it, since glibc's own cache takes only blocks up to 1 KB.
+  static void* operator new(size_t size);
+  static void operator delete(void* block, size_t size);
+  // Queues `work` on `device`'s current stream (see enqueueOnStream).
+  static void enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
+                      fooActivityKind kind = fooActivityKindKernel);
+
+ private:
+  virtual void run() = 0;
+  c10::DeviceIndex device_ = -1;
+  KernelThreadSettings settings_;
+};
+
+// A kernel as queued work: built where it is queued from, so what it holds is never moved again.
+template <class Kernel>
+class QueuedKernel final : public QueuedWork {
+ public:
+  template <class... Args>
+  explicit QueuedKernel(Args&&... args) : kernel(std::forward<Args>(args)...) {}
+  Kernel kernel;
+
+ private:
+  void run() override { kernel(); }
+};
+
+// Queues `kernel()` on `device`'s current stream and returns at once. The kernel must own (capture by
+// value) every tensor it touches, which also keeps their memory from being reused before it runs. An
+// exception it throws is raised by the next synchronization of the device, as CUDA reports
+// asynchronous errors (with FOO_LAUNCH_BLOCKING=1, it runs inline and raises at once). It is destroyed
+// on a host thread after it ran (see fooLaunchKernelEx).
+// Activity tracing records it as work of the stream, named `name`.
+template <class Kernel>
+void enqueueOnStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
+                     fooActivityKind kind = fooActivityKindKernel) {
+  QueuedWork::enqueue(std::make_unique<QueuedKernel<std::decay_t<Kernel>>>(std::forward<Kernel>(kernel)), device,
+                      name, kind);
+}
+
+// True on a stream's worker thread, inside a kernel queued by enqueueOnStream: such code must not
+// wait for the device (its own stream would wait for itself).
+bool onStreamWorker();
+
+}  // namespace foo
