@@ -371,15 +371,22 @@ def test_elapsed_time():
     assert start.elapsed_time(generic_end) >= ms
 
 
-def test_elapsed_time_on_side_stream():
+def test_elapsed_time_on_side_stream_is_a_difference_of_timestamps():
+    # As CUDA's: each event stamps when its stream reached it; elapsed_time subtracts the stamps, so times
+    # add up along the stream and a reversed pair is negative.
     s = F.Stream()
-    start, end = F.Event(enable_timing=True), F.Event(enable_timing=True)
+    a, b, c = (F.Event(enable_timing=True) for _ in range(3))
     with F.stream(s):
-        start.record()
+        a.record()
         torch.ones(1000, device="foo").cumsum_(0)
-        end.record()
+        b.record()
+        torch.ones(1000, device="foo").cumsum_(0)
+        c.record()
     s.synchronize()
-    assert start.elapsed_time(end) >= 0
+    ab, bc, ac = a.elapsed_time(b), b.elapsed_time(c), a.elapsed_time(c)
+    assert 0 <= ab <= ac and 0 <= bc <= ac
+    assert ab + bc == pytest.approx(ac, rel=1e-4, abs=1e-3)
+    assert b.elapsed_time(a) == -ab
 
 
 def test_elapsed_time_errors():
