@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import foo_backend  # noqa: F401  (registers the foo device even with autoload disabled)
-from subprocesses import Subprocesses
+from support.subprocesses import Subprocesses
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import foo_backend
-from subprocesses import labelled
+from support.subprocesses import labelled
 
 
 

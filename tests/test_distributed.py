@@ -1,7 +1,7 @@
 """torch.distributed on foo: the c10d backend "fccl" (csrc/distributed/ProcessGroupFoo,
 foo_backend/distributed) with 2 ranks on loopback.
 
-One 2-rank world serves the whole module: two worker processes (tests/distributed_workers.py, ``serve``)
+One 2-rank world serves the whole module: two worker processes (tests/support/distributed_workers.py, ``serve``)
 join it with ``init_process_group("fccl", init_method="tcp://...")``, take foo:<rank> as their device, and
 run the functions of distributed_workers by name, both ranks the same call. Every result is checked
 against an oracle independent of fccl: the values computed by hand from both ranks' inputs
@@ -32,10 +32,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
-import distributed_workers as workers
+import support.distributed_workers as workers
 import foo_backend.distributed
-from distributed_workers import IN_SPLITS, data
-from subprocesses import _FOO_ENV
+from support.distributed_workers import IN_SPLITS, data
+from support.subprocesses import _FOO_ENV
 
 if not dist.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
@@ -96,7 +96,7 @@ class World:
         for rank in range(WORLD):
             parent, child = Pipe()
             log = tempfile.TemporaryFile(mode="w+")
-            code = (f"import sys; sys.path.insert(0, {TESTS_DIR!r}); import distributed_workers; "
+            code = (f"import sys; sys.path.insert(0, {TESTS_DIR!r}); from support import distributed_workers; "
                     f"distributed_workers.serve({child.fileno()}, {rank}, 'tcp://127.0.0.1:{port}')")
             proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()], stdout=log,
                                     stderr=subprocess.STDOUT, env=_child_env(), cwd=tempfile.gettempdir())

@@ -3,7 +3,7 @@ precision), DeviceMesh (1-D and 2-D), DTensor and tensor parallelism, functional
 torch.distributed.checkpoint, each checked against the same training in one process (within float
 tolerance, bitwise where the arithmetic is the same).
 
-The rank code is tests/distributed_training_ranks.py. Each world below is one torchrun launch of it
+The rank code is tests/support/distributed_training_ranks.py. Each world below is one torchrun launch of it
 (``torchrun --standalone --nproc-per-node N distributed_training_ranks.py WORLD``) that runs its checks in
 sequence in one process group and prints one line per check from rank 0 ("<check> ok" or the failure);
 each test asserts on its line. All worlds start together at the first test and run concurrently."""
@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from distributed_training_ranks import CHECKS
-from subprocesses import _FOO_ENV, Subprocesses, labelled
+from support.distributed_training_ranks import CHECKS
+from support.subprocesses import _FOO_ENV, Subprocesses, labelled
 
-RANKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_training_ranks.py")
+RANKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "distributed_training_ranks.py")
 
 # Whatever happens, a world is stopped this long after the start (its ranks also stop themselves).
 WORLD_DEADLINE_S = 200

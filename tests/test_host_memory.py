@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import foo_backend  # noqa: F401
-from subprocesses import labelled
+from support.subprocesses import labelled
 
 # Each script prints "label values..." lines; see labelled().
 SCRIPTS = {

@@ -16,7 +16,7 @@ from torch._inductor.utils import run_and_get_code
 
 from foo_backend.compiler import dynamo as foo_dynamo
 from foo_backend.compiler import inductor as foo_inductor
-from subprocesses import labelled
+from support.subprocesses import labelled
 
 
 @pytest.fixture(autouse=True)

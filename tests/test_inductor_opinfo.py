@@ -17,7 +17,7 @@ break) compares nothing: an op with no compiled sample is skipped, with the grap
 Foo or Inductor? Where a sample fails on foo (an error, or different results), the same comparison runs on CPU
 tensors. Failing there too, it is Inductor's own limitation, not foo's: the test is an xfail with the reason
 "Inductor, not foo". A failure on foo only is foo's: it fails the test unless
-``tests/inductor_opinfo_expected_failures.py`` lists the op, with a reason; entries are strict xfails (an
+``tests/support/inductor_opinfo_expected_failures.py`` lists the op, with a reason; entries are strict xfails (an
 unexpected pass fails the suite, and so does a listed op that turns out to fail on CPU too).
 
 Ops not run (SKIPPED_OPS; their test is a skip with the reason): random or uninitialised outputs, sparse layouts,
@@ -41,7 +41,7 @@ from torch._dynamo.utils import counters
 from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from inductor_opinfo_expected_failures import EXPECTED_FAILURES  # noqa: E402
+from support.inductor_opinfo_expected_failures import EXPECTED_FAILURES  # noqa: E402
 from test_opinfo_parity import OPS, RANDOM_OPS, SEED, Replica, manual_seed, samples  # noqa: E402
 
 FOO = "foo"

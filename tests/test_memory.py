@@ -14,7 +14,7 @@ import torch
 
 import foo_backend
 
-from subprocesses import labelled
+from support.subprocesses import labelled
 
 MiB = 1 << 20
 

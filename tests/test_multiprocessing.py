@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from subprocesses import Subprocesses, labelled
+from support.subprocesses import Subprocesses, labelled
 
 MSG = "Cannot re-initialize foo in forked subprocess"
 

@@ -29,7 +29,7 @@ Random and nondeterministic ops: a sample whose CPU results change when CPU runs
 from the functional one on CPU) is compared on metadata only (dtype, shape, strides, device), since foo's RNG
 is not CPU's. The summary lists these ops.
 
-Expected failures live in ``tests/opinfo_expected_failures.py``; each has a reason. They are strict xfails
+Expected failures live in ``tests/support/opinfo_expected_failures.py``; each has a reason. They are strict xfails
 (an unexpected pass fails the suite), and entries whose reason starts with "crashes" are not run at all.
 They count as NOT matching in the summary that the session prints at the end: matched/runnable pairs for
 float32 forward, gradients and the other dtypes together (the acceptance targets), then out=, in-place and
@@ -51,7 +51,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 import foo_backend  # noqa: F401  (registers foo)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opinfo_expected_failures import EXPECTED_FAILURES  # noqa: E402
+from support.opinfo_expected_failures import EXPECTED_FAILURES  # noqa: E402
 
 FOO = "foo"
 SEED = 1234

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import foo_backend  # noqa: F401
-from subprocesses import Subprocesses
+from support.subprocesses import Subprocesses
 
 # A checkpoint written by this process (foo:1 tensors), loaded by fresh interpreters; FOO_CKPT names it.
 SCRIPTS = {

@@ -4,7 +4,7 @@ foo tensors through foo's c10d backend "fccl", each checked against the same tra
 
 Launched by torchrun, one process per rank:
 
-    torchrun --standalone --nproc-per-node 2 tests/distributed_training_ranks.py WORLD
+    torchrun --standalone --nproc-per-node 2 tests/support/distributed_training_ranks.py WORLD
 
 WORLD names a list of checks (CHECKS below). Every rank runs them in order; after each one the ranks
 exchange their outcomes over a separate gloo group (so a broken fccl group cannot hide a result) and rank
