@@ -1,11 +1,13 @@
-"""The simulated driver's own tests (tests/runtime/runtime_tests.cpp), at its C-like API with no PyTorch.
+"""The simulated driver's own tests (tests/runtime/), at its C-like API with no PyTorch.
 
-The runtime sources and the test program are compiled into one executable; every C++ test runs in its
+The runtime sources and the test program (tests/runtime/*.cpp: one file per area of the API, each registering
+its tests with RUNTIME_TEST, and main.cpp) are compiled into one executable; every C++ test runs in its
 own process, since the runtime reads FOO_DEVICE_COUNT, FOO_DEVICE_MEMORY_MB and FOO_LAUNCH_BLOCKING
 once. The runtime knows no torch, so it is also built and tested under ThreadSanitizer and under
 AddressSanitizer with UndefinedBehaviorSanitizer (`make test-sanitizers` runs those two builds alone): a
 data race, a use after free, a leak or undefined behaviour fails the test that caused it, even where the
 test's own checks still hold."""
+import concurrent.futures
 import os
 import re
 import shutil
@@ -14,9 +16,10 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE = os.path.join(ROOT, "tests", "runtime", "runtime_tests.cpp")
+TEST_DIR = os.path.join(ROOT, "tests", "runtime")
+SOURCES = sorted(os.path.join(TEST_DIR, f) for f in os.listdir(TEST_DIR) if f.endswith(".cpp"))
 RUNTIME = os.path.join(ROOT, "csrc", "runtime")
-TESTS = re.findall(r"^RUNTIME_TEST\((\w+)\)", open(SOURCE).read(), re.MULTILINE)
+TESTS = [name for source in SOURCES for name in re.findall(r"^RUNTIME_TEST\((\w+)\)", open(source).read(), re.MULTILINE)]
 ENV = {"FOO_DEVICE_COUNT": "2", "FOO_DEVICE_MEMORY_MB": "64", "FOO_LAUNCH_BLOCKING": "0"}
 OVERRIDES = {"launch_blocking_runs_kernels_inline": {"FOO_LAUNCH_BLOCKING": "1"}}
 
@@ -37,11 +40,20 @@ def runtime_tests(request, tmp_path_factory):
     if compiler is None:
         pytest.skip("no C++ compiler")
     flags, options = BUILDS[request.param]
-    binary = str(tmp_path_factory.mktemp("runtime") / f"runtime_tests_{request.param}")
-    sources = [SOURCE] + sorted(os.path.join(RUNTIME, f) for f in os.listdir(RUNTIME) if f.endswith(".cpp"))
-    build = subprocess.run([compiler, "-std=c++17", *flags, "-pthread", "-I", os.path.join(ROOT, "csrc"), *sources,
-                            "-o", binary], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    build_dir = tmp_path_factory.mktemp("runtime")
+    binary = str(build_dir / f"runtime_tests_{request.param}")
+    sources = SOURCES + sorted(os.path.join(RUNTIME, f) for f in os.listdir(RUNTIME) if f.endswith(".cpp"))
+    # One object per source, compiled in parallel (the test files each parse the standard headers), then linked.
+    command = [compiler, "-std=c++17", *flags, "-pthread"]
+    objects = [str(build_dir / f"{index:02d}_{os.path.basename(source)}.o") for index, source in enumerate(sources)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        builds = list(pool.map(lambda source, obj: subprocess.run(
+            [*command, "-I", os.path.join(ROOT, "csrc"), "-c", source, "-o", obj], capture_output=True, text=True),
+            sources, objects))
+    for build in builds:
+        assert build.returncode == 0, build.stderr
+    link = subprocess.run([*command, *objects, "-o", binary], capture_output=True, text=True)
+    assert link.returncode == 0, link.stderr
     listed = subprocess.run([binary, "--list"], capture_output=True, text=True, check=True, env={**os.environ, **options}).stdout.split()
     assert sorted(listed) == sorted(TESTS)
     return binary, options

@@ -5,6 +5,54 @@
 // dereferences it faults, exactly as with a GPU pointer. The same physical memory is mapped a second
 // time, readable and writable, for kernels: fooKernelAddress translates a device address into that
 // kernel view at no cost. All device work (kernels and copies) is launched onto a stream.
+//
+// For backend authors, each call and its CUDA counterpart (runtime API unless named otherwise). Calls on a
+// device or stream take the device as an argument where CUDA uses the current device.
+//   fooGetErrorString                     cudaGetErrorString
+//   fooGetDeviceCount                     cudaGetDeviceCount
+//   fooInit                               cudaInitDevice (CUDA also initialises lazily, on first use)
+//   fooIsInitialized                      none (PyTorch's torch.cuda.is_initialized keeps its own flag)
+//   fooIsInBadFork                        none (PyTorch's _is_in_bad_fork; CUDA fails in the forked child)
+//   fooGetDevice / fooSetDevice           cudaGetDevice / cudaSetDevice
+//   fooGetDeviceProperties                cudaGetDeviceProperties
+//   fooMalloc / fooFree                   cudaMalloc / cudaFree
+//   fooMemGetInfo                         cudaMemGetInfo
+//   fooPointerGetDevice                   cudaPointerGetAttributes (its device)
+//   fooKernelAddress / fooDeviceAddress   none: the kernel view exists because kernels here are host code
+//   fooHostAlloc / fooFreeHost            cudaHostAlloc / cudaFreeHost
+//   fooHostPointerIsPinned                cudaPointerGetAttributes (its type is cudaMemoryTypeHost)
+//   fooStreamCreate                       cudaStreamCreateWithPriority (handed out from pools, as PyTorch's
+//                                         getStreamFromPool does)
+//   fooStreamGetPriority                  cudaStreamGetPriority
+//   fooLaunchBlocking                     none (CUDA_LAUNCH_BLOCKING=1, an environment variable)
+//   fooLaunchKernel                       a kernel launch (cudaLaunchKernel, <<<...>>>); cudaLaunchHostFunc
+//                                         runs host code on a stream the same way
+//   fooLaunchKernelEx                     the same, with a kind and name for tracing; `release` has none
+//   fooStreamRunSynchronous               none (the host side of a synchronous cudaMemcpy)
+//   fooStreamGetLaunchCount               none
+//   fooStreamQuery                        cudaStreamQuery
+//   fooStreamSynchronize                  cudaStreamSynchronize
+//   fooDeviceSynchronize                  cudaDeviceSynchronize
+//   fooEventCreate                        cudaEventCreateWithFlags (enable_timing 0: cudaEventDisableTiming)
+//   fooEventDestroy                       cudaEventDestroy
+//   fooEventRecord                        cudaEventRecord
+//   fooEventQuery                         cudaEventQuery
+//   fooEventSynchronize                   cudaEventSynchronize
+//   fooStreamWaitEvent                    cudaStreamWaitEvent
+//   fooEventElapsedTime                   cudaEventElapsedTime
+//   fooStreamBeginCapture                 cudaStreamBeginCapture
+//   fooStreamEndCapture                   cudaStreamEndCapture, then cudaGraphInstantiate (a fooGraph is both)
+//   fooStreamIsCapturing                  cudaStreamIsCapturing
+//   fooStreamGetCaptureId                 cudaStreamGetCaptureInfo (its id)
+//   fooGraphGetNodeCount                  cudaGraphGetNodes (their count)
+//   fooGraphGetNodeName                   none (CUDA's graph nodes have no names)
+//   fooGraphLaunch                        cudaGraphLaunch
+//   fooGraphDestroy                       cudaGraphExecDestroy and cudaGraphDestroy
+//   fooActivityEnable                     CUPTI's cuptiActivityEnable / cuptiActivityDisable
+//   fooActivityIsEnabled                  none
+//   fooActivityPushExternalCorrelationId  CUPTI's cuptiActivityPushExternalCorrelationId
+//   fooActivityPopExternalCorrelationId   CUPTI's cuptiActivityPopExternalCorrelationId
+//   fooActivityFlush                      CUPTI's cuptiActivityFlushAll, with its buffer callbacks
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,7 @@
-// Streams, kernel launches, events and graphs. Every kernel and copy enters the device through fooLaunchKernel.
+// Streams and kernel launches: the stream pools and priorities, each stream's lock-free queue and worker
+// thread, launches, synchronous runs, launch counts, queries, stream and device synchronization, and
+// FOO_LAUNCH_BLOCKING. Every kernel and copy enters the device through fooLaunchKernel. Events are in
+// event.cpp, capture and graphs in graph.cpp; what those share with streams is in stream_internal.h.
 //
 // Each stream is an ordered queue executed by its own worker thread (started on the stream's first
 // launch), so the host returns from a launch before the work is done, as with a GPU. Events are markers
@@ -6,6 +9,8 @@
 // launch inline on the calling thread instead, as CUDA_LAUNCH_BLOCKING does.
 #include "foo_runtime.h"
 #include "internal.h"
+#include "stream_internal.h"
+#include "thread_cache.h"
 
 #include <algorithm>
 #include <array>
@@ -15,7 +20,6 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,70 +44,10 @@ bool launchBlocking() {
 // How many streams capture (of any device): while none does, nobody needs a stream's lock to know.
 std::atomic<int> g_capturing_streams{0};
 
-struct Task {
-  fooKernelFn fn;
-  void* arg;
-  // An event's marker runs under the stream's lock, as the stream counts it done: whoever sees the
-  // event complete sees the stream past it, and whoever sees the stream idle sees the event complete.
-  bool marker = false;
-  TracedLaunch* traced = nullptr;  // when activity tracing follows it
-  fooReleaseFn release = nullptr;  // called after fn ran (a task that may be captured has one)
-  const char* name = nullptr;      // what a capture calls it
-};
-
 // Runs a task once, then gives its argument back (FOO_LAUNCH_BLOCKING's inline runs).
 void runTask(const Task& task) {
   runTraced(task.traced, task.fn, task.arg);
   if (task.release != nullptr) task.release(task.arg);
-}
-
-class Stream;
-
-// The launches a capture recorded; releases their arguments when the last holder (the graph handle, or a
-// queued launch of it) lets go.
-struct GraphNodes {
-  struct Node {
-    fooKernelFn fn;
-    void* arg;
-    fooReleaseFn release;
-    std::string name;
-  };
-  explicit GraphNodes(int device_index) : device(device_index), capture_id(g_next_capture_id.fetch_add(1) + 1) {}
-  static inline std::atomic<unsigned long long> g_next_capture_id{0};
-  const int device;
-  const unsigned long long capture_id;  // the capture that records it (never 0)
-  // While capturing: the streams that joined the capture by waiting on an event recorded in it, and the
-  // lock their launches append under (each stream's own lock orders only its own launches).
-  std::mutex capture_mutex;
-  std::vector<Stream*> joined;
-  bool capturing = true;
-  std::vector<Node> nodes;
-  void run() const {
-    for (const Node& node : nodes) node.fn(node.arg);
-  }
-  ~GraphNodes() {
-    for (const Node& node : nodes) node.release(node.arg);
-  }
-};
-
-// Asks for the cache line at `address` ahead of a write: a line another core (a stream's worker) holds
-// must first be given up, which an early request overlaps with other work (PREFETCHW, a no-op on x86
-// processors without it).
-inline void prepareForWriting(const void* address) {
-#if defined(__x86_64__)
-  if (address != nullptr) asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(address)));
-#else
-  (void)address;
-#endif
-}
-
-// Tells the processor this thread spins (it then yields resources to its sibling hardware thread).
-inline void spinPause() {
-#if defined(__x86_64__)
-  asm volatile("pause");
-#else
-  std::this_thread::yield();
-#endif
 }
 
 // A queued task, in a node of the stream's queue. Nodes come from a per-thread cache: a host thread
@@ -149,13 +93,7 @@ class NodeCache {
   size_t count_ = 0;
 };
 
-struct ThreadNodes {
-  NodeCache cache;
-  ThreadNodes() { alive = true; }
-  ~ThreadNodes() { alive = false; }
-  static thread_local bool alive;  // trivially destructible: readable while the thread exits
-};
-thread_local bool ThreadNodes::alive = false;
+using ThreadNodes = ThreadCache<NodeCache>;  // a host thread's nodes (thread_cache.h)
 thread_local ThreadNodes t_nodes;
 thread_local bool t_stream_worker = false;  // workers launch nothing: they keep no nodes
 thread_local int t_giving_back = 0;         // inside releases this thread is giving back
@@ -170,6 +108,8 @@ void recycleNode(Node* node) {
     delete node;
   }
 }
+
+}  // namespace
 
 // The host launches without locks: launches enter a multi-producer queue that only the stream's worker
 // consumes (Vyukov's intrusive queue: `head_` is the node last consumed, producers swap `tail_`). The
@@ -543,6 +483,8 @@ class Stream {
   bool joined_ = false;                  // capture_ is another stream's capture, which this one joined
 };
 
+namespace {
+
 struct DeviceStreams {
   std::array<Stream, kStreamsPerDevice> streams;
   std::array<int, kLeastPriority - kGreatestPriority + 1> next_in_pool{};
@@ -552,32 +494,7 @@ struct DeviceStreams {
 // Never destroyed: detached workers may still be waiting on their streams at exit.
 DeviceStreams* const g_devices = new DeviceStreams[FOO_MAX_DEVICES];
 
-bool validStream(int device, fooStream_t stream) {
-  return validDevice(device) && stream >= 0 && stream < kStreamsPerDevice;
-}
-
 Stream& streamOf(int device, fooStream_t stream) { return g_devices[device].streams[stream]; }
-
-fooError_t launchTask(int device, fooStream_t stream, const Task& task) {
-  if (task.traced != nullptr) task.traced->call_end_ns = activityClockNs();
-  Stream& queue = streamOf(device, stream);
-  return launchBlocking() ? queue.runInline(task) : queue.launch(task);
-}
-
-// A function to run on a worker; deleted after it ran.
-template <class F>
-fooError_t launchClosure(int device, fooStream_t stream, F&& f, bool marker = false, TracedLaunch* traced = nullptr) {
-  using Closure = std::decay_t<F>;
-  auto* closure = new Closure(std::forward<F>(f));
-  Task task{[](void* arg) { (*static_cast<Closure*>(arg))(); }, closure, marker, traced,
-            [](void* arg) { delete static_cast<Closure*>(arg); }};
-  const fooError_t error = launchTask(device, stream, task);
-  if (error != fooSuccess) {
-    delete closure;
-    delete traced;
-  }
-  return error;
-}
 
 bool deviceCapturing(int device) {
   for (Stream& stream : g_devices[device].streams)
@@ -586,61 +503,36 @@ bool deviceCapturing(int device) {
 }
 
 }  // namespace
-}  // namespace foo_runtime
 
-// Completion is tracked by generation: each record asks for the next one, and the marker the record
-// queues completes it.
-struct EventState {
-  std::mutex mutex;
-  std::condition_variable completed_cv;
-  uint64_t recorded = 0;
-  uint64_t completed = 0;
-  // Recorded last into a capture: a stream that waits on it joins the capture (see fooStreamWaitEvent).
-  std::weak_ptr<foo_runtime::GraphNodes> captured_in;
-  bool enable_timing = false;
-  std::chrono::steady_clock::time_point time;
-
-  void complete(uint64_t generation) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (generation > completed) {
-        completed = generation;
-        time = std::chrono::steady_clock::now();
-      }
-    }
-    completed_cv.notify_all();
-  }
-  void waitFor(uint64_t generation) {
-    std::unique_lock<std::mutex> lock(mutex);
-    completed_cv.wait(lock, [&] { return completed >= generation; });
-  }
-};
-
-struct fooGraph {
-  std::shared_ptr<foo_runtime::GraphNodes> nodes;
-  // Its launches, in the order the host made them: each runs after the one before, on whichever stream
-  // (as CUDA orders the launches of one executable graph).
-  std::shared_ptr<EventState> launches = std::make_shared<EventState>();
-};
-
-// Shared with the markers and waits still queued, so destroying a recorded event is safe (as on CUDA).
-struct fooEvent {
-  std::shared_ptr<EventState> state = std::make_shared<EventState>();
-};
-
-using namespace foo_runtime;
-
-namespace {
-
-// The capture `state` was recorded into last, while that capture lasts; the caller holds state->mutex.
-std::shared_ptr<GraphNodes> openCaptureOf(EventState& state) {
-  std::shared_ptr<GraphNodes> graph = state.captured_in.lock();
-  if (graph == nullptr) return nullptr;
-  std::lock_guard<std::mutex> capture_lock(graph->capture_mutex);
-  return graph->capturing ? graph : nullptr;
+bool validStream(int device, fooStream_t stream) {
+  return validDevice(device) && stream >= 0 && stream < kStreamsPerDevice;
 }
 
-}  // namespace
+fooError_t launchTask(int device, fooStream_t stream, const Task& task) {
+  if (task.traced != nullptr) task.traced->call_end_ns = activityClockNs();
+  Stream& queue = streamOf(device, stream);
+  return launchBlocking() ? queue.runInline(task) : queue.launch(task);
+}
+
+bool streamCapturing(int device, fooStream_t stream) { return streamOf(device, stream).capturing(); }
+
+std::shared_ptr<GraphNodes> streamCaptureGraph(int device, fooStream_t stream) {
+  return streamOf(device, stream).captureGraph();
+}
+
+fooError_t streamBeginCapture(int device, fooStream_t stream) { return streamOf(device, stream).beginCapture(device); }
+
+fooError_t streamJoinCapture(int device, fooStream_t stream, const std::shared_ptr<GraphNodes>& graph) {
+  return streamOf(device, stream).joinCapture(graph);
+}
+
+fooError_t streamEndCapture(int device, fooStream_t stream, std::shared_ptr<GraphNodes>* graph) {
+  return streamOf(device, stream).endCapture(graph);
+}
+
+}  // namespace foo_runtime
+
+using namespace foo_runtime;
 
 extern "C" {
 
@@ -716,163 +608,6 @@ fooError_t fooDeviceSynchronize(int device) {
   for (Stream& stream : g_devices[device].streams) {
     if (const fooError_t error = stream.synchronize(); error != fooSuccess) return error;  // a capture began meanwhile
   }
-  return fooSuccess;
-}
-
-fooError_t fooEventCreate(fooEvent_t* event, int enable_timing) {
-  *event = new fooEvent();
-  (*event)->state->enable_timing = enable_timing != 0;
-  return fooSuccess;
-}
-
-fooError_t fooEventDestroy(fooEvent_t event) {
-  delete event;
-  return fooSuccess;
-}
-
-fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
-  if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
-  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  std::shared_ptr<EventState> state = event->state;
-  if (std::shared_ptr<GraphNodes> graph = streamOf(device, stream).captureGraph()) {
-    // A record in a capture marks a point of the graph, which nothing on the host can wait for; the
-    // graph runs its launches in order, so it needs no marker either.
-    std::lock_guard<std::mutex> lock(state->mutex);
-    state->captured_in = graph;
-    return fooSuccess;
-  }
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> lock(state->mutex);
-    state->captured_in.reset();
-    generation = ++state->recorded;
-  }
-  return launchClosure(device, stream, [state, generation] { state->complete(generation); }, /*marker=*/true);
-}
-
-fooError_t fooEventQuery(fooEvent_t event) {
-  if (event == nullptr) return fooErrorInvalidValue;
-  std::lock_guard<std::mutex> lock(event->state->mutex);
-  if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
-  return event->state->completed >= event->state->recorded ? fooSuccess : fooErrorNotReady;
-}
-
-fooError_t fooEventSynchronize(fooEvent_t event) {
-  if (event == nullptr) return fooErrorInvalidValue;
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> lock(event->state->mutex);
-    if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
-    generation = event->state->recorded;
-  }
-  event->state->waitFor(generation);
-  return fooSuccess;
-}
-
-fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event) {
-  if (event == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
-  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  std::shared_ptr<EventState> state = event->state;
-  std::shared_ptr<GraphNodes> graph;
-  uint64_t generation = 0;
-  bool done = false;
-  {
-    // Not holding it while taking a stream's lock: a stream's worker completes events under that lock.
-    std::lock_guard<std::mutex> lock(state->mutex);
-    graph = openCaptureOf(*state);
-    done = state->completed >= state->recorded;
-    generation = state->recorded;
-  }
-  if (graph != nullptr) {
-    if (graph->device != device) return fooErrorInvalidValue;  // a graph runs on one device
-    return streamOf(device, stream).joinCapture(graph);
-  }
-  // A capture waits only on its own points: work outside it would not be in its replays.
-  if (streamOf(device, stream).capturing()) return fooErrorStreamCaptureUnsupported;
-  if (done) return fooSuccess;  // nothing to wait for
-  return launchClosure(device, stream, [state, generation] { state->waitFor(generation); });
-}
-
-fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end) {
-  if (start == nullptr || end == nullptr || !start->state->enable_timing || !end->state->enable_timing) {
-    return fooErrorInvalidValue;
-  }
-  std::chrono::steady_clock::time_point times[2];
-  EventState* states[2] = {start->state.get(), end->state.get()};
-  for (int i = 0; i < 2; ++i) {
-    std::lock_guard<std::mutex> lock(states[i]->mutex);
-    if (states[i]->recorded == 0 || states[i]->completed < states[i]->recorded) return fooErrorNotReady;
-    times[i] = states[i]->time;
-  }
-  *ms = std::chrono::duration<float, std::milli>(times[1] - times[0]).count();
-  return fooSuccess;
-}
-
-fooError_t fooStreamBeginCapture(int device, fooStream_t stream) {
-  if (!validStream(device, stream)) return fooErrorInvalidValue;
-  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  return streamOf(device, stream).beginCapture(device);
-}
-
-fooError_t fooStreamEndCapture(int device, fooStream_t stream, fooGraph_t* graph) {
-  if (!validStream(device, stream) || graph == nullptr) return fooErrorInvalidValue;
-  std::shared_ptr<GraphNodes> nodes;
-  if (const fooError_t error = streamOf(device, stream).endCapture(&nodes); error != fooSuccess) return error;
-  *graph = new fooGraph{std::move(nodes)};
-  return fooSuccess;
-}
-
-fooError_t fooStreamIsCapturing(int device, fooStream_t stream, int* capturing) {
-  if (!validStream(device, stream) || capturing == nullptr) return fooErrorInvalidValue;
-  *capturing = streamOf(device, stream).capturing() ? 1 : 0;
-  return fooSuccess;
-}
-
-fooError_t fooStreamGetCaptureId(int device, fooStream_t stream, unsigned long long* capture_id) {
-  if (!validStream(device, stream) || capture_id == nullptr) return fooErrorInvalidValue;
-  const std::shared_ptr<GraphNodes> graph = streamOf(device, stream).captureGraph();
-  *capture_id = graph != nullptr ? graph->capture_id : 0;
-  return fooSuccess;
-}
-
-fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count) {
-  if (graph == nullptr || count == nullptr) return fooErrorInvalidValue;
-  *count = graph->nodes->nodes.size();
-  return fooSuccess;
-}
-
-fooError_t fooGraphGetNodeName(fooGraph_t graph, size_t index, const char** name) {
-  if (graph == nullptr || name == nullptr || index >= graph->nodes->nodes.size()) return fooErrorInvalidValue;
-  *name = graph->nodes->nodes[index].name.c_str();
-  return fooSuccess;
-}
-
-fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream) {
-  if (graph == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
-  if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  TracedLaunch* traced = traceLaunch(device, stream, fooActivityKindKernel, "fooGraph", "fooGraphLaunch");
-  if (streamOf(device, stream).capturing()) {
-    // Recorded into the graph being captured, it runs at that graph's replays, not in this one's order.
-    return launchClosure(device, stream, [nodes = graph->nodes] { nodes->run(); }, /*marker=*/false, traced);
-  }
-  std::shared_ptr<EventState> launches = graph->launches;
-  uint64_t launch = 0;
-  {
-    std::lock_guard<std::mutex> lock(launches->mutex);
-    launch = ++launches->recorded;
-  }
-  // The queued launch holds the nodes: destroying the graph meanwhile releases nothing it still needs.
-  const fooError_t error = launchClosure(device, stream, [nodes = graph->nodes, launches, launch] {
-    launches->waitFor(launch - 1);  // the graph's previous launch, on any stream, has run
-    nodes->run();
-    launches->complete(launch);
-  }, /*marker=*/false, traced);
-  if (error != fooSuccess) launches->complete(launch);  // nothing will run: later launches need not wait for it
-  return error;
-}
-
-fooError_t fooGraphDestroy(fooGraph_t graph) {
-  delete graph;
   return fooSuccess;
 }
 
