@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from . import _multiprocessing, amp, compiler, lightning, memory, ops
+from . import _multiprocessing, _patches, amp, compiler, lightning, memory, ops
 from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init, is_initialized
 from .random import (
     default_generators,
@@ -218,6 +218,16 @@ def _drain_before(change_default: Any) -> Any:
     return wrapper
 
 
+def _drain_queues_before_default_dtype_changes() -> tuple[Any, Any]:
+    """The ``"default_dtype_setters"`` patch (``foo_backend._patches``): wraps PyTorch 2.13's setters of the
+    default dtype, which ``torch.set_default_dtype`` and ``torch.set_default_tensor_type`` call, with
+    :func:`_drain_before`. Returns the setters it wrapped."""
+    set_default_dtype, set_default_tensor_type = torch._C._set_default_dtype, torch._C._set_default_tensor_type
+    torch._C._set_default_dtype = _drain_before(set_default_dtype)
+    torch._C._set_default_tensor_type = _drain_before(set_default_tensor_type)
+    return set_default_dtype, set_default_tensor_type
+
+
 def _register() -> None:
     """Make "foo" a PyTorch device: rename PrivateUse1, install ``torch.foo``, generate methods.
 
@@ -232,15 +242,13 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _multiprocessing.register_reductions()
-    # PyTorch 2.13's setters of the default dtype, which torch.set_default_dtype/_tensor_type call.
-    torch._C._set_default_dtype = _drain_before(torch._C._set_default_dtype)
-    torch._C._set_default_tensor_type = _drain_before(torch._C._set_default_tensor_type)
+    _patches.apply("default_dtype_setters")
     if torch.distributed.is_available():
         from . import distributed
 
         distributed._register()
     compiler.install()
-    memory._route_accelerator_snapshot()
+    _patches.apply("accelerator_snapshot")
     lightning._install()  # Trainer(accelerator="foo"), once the program imports Lightning
     atexit.register(_C._finish_work_at_exit)
 

@@ -236,19 +236,14 @@ def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[
     return snapshot
 
 
-# The PyTorch releases whose torch.accelerator.memory._snapshot knows only XPU and otherwise asks CUDA
-# (tests/test_memory.py fails if a new release changes that function).
-_ACCELERATOR_SNAPSHOT_PATCHED_RELEASES = ("2.13",)
-
-
-def _route_accelerator_snapshot() -> None:
-    """``torch.accelerator.memory._snapshot()`` returns foo's snapshot when foo is the accelerator."""
-    if not torch.__version__.startswith(_ACCELERATOR_SNAPSHOT_PATCHED_RELEASES):
-        return
+def _route_accelerator_snapshot() -> Any:
+    """The ``"accelerator_snapshot"`` patch (``foo_backend._patches``): PyTorch 2.13's
+    ``torch.accelerator.memory._snapshot()`` knows XPU and otherwise asks CUDA; wrapped, it returns foo's
+    snapshot when foo is the accelerator. Returns the function it wrapped."""
     accelerator_memory = sys.modules["torch.accelerator.memory"]
     original = accelerator_memory._snapshot
     if getattr(original, "_foo_wrapped", False):
-        return
+        return original.__wrapped__
 
     @functools.wraps(original)
     def snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
@@ -259,6 +254,7 @@ def _route_accelerator_snapshot() -> None:
 
     snapshot._foo_wrapped = True
     accelerator_memory._snapshot = snapshot
+    return original
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:

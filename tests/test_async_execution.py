@@ -478,8 +478,11 @@ def test_a_queued_kernel_keeps_the_default_dtype_of_its_launch():
 
 
 def test_the_default_dtype_setters_are_the_ones_foo_wraps():
-    # foo wraps PyTorch 2.13's setters; a torch that moves them must fail here, loudly.
-    assert torch._C._set_default_dtype.__wrapped__ is not None
-    assert torch._C._set_default_tensor_type.__wrapped__ is not None
+    # foo wraps PyTorch 2.13's setters (the "default_dtype_setters" patch, foo_backend._patches); a torch that
+    # moves them must fail here, loudly.
+    assert foo_backend._patches.applied("default_dtype_setters")
+    set_default_dtype, set_default_tensor_type = foo_backend._patches.upstream("default_dtype_setters")
+    assert torch._C._set_default_dtype.__wrapped__ is set_default_dtype
+    assert torch._C._set_default_tensor_type.__wrapped__ is set_default_tensor_type
     source = open(torch.__file__).read()
     assert "_C._set_default_dtype(d)" in source and "_C._set_default_tensor_type(t)" in source

@@ -870,10 +870,10 @@ def test_init_process_group_forms(fresh_worlds, form):
 
 
 def test_the_unnamed_backend_workaround_matches_this_torch():
-    # foo_backend.distributed renames an unnamed backend to fccl on the releases whose
-    # _new_process_group_helper marks such a group's default backend as gloo; a torch that changes that
-    # code must fail here (the workaround is then to be revisited).
-    assert torch.__version__.startswith(foo_backend.distributed._UNNAMED_BACKEND_PATCHED_RELEASES)
+    # The "unnamed_process_group_backend" patch (foo_backend._patches) renames an unnamed backend to fccl on the
+    # releases whose _new_process_group_helper marks such a group's default backend as gloo; a torch that
+    # changes that code must fail here (the workaround is then to be revisited).
+    assert foo_backend._patches.applied("unnamed_process_group_backend")
     assert getattr(distributed_c10d._new_process_group_helper, "_foo_wrapped", False)
     source = inspect.getsource(distributed_c10d)
     assert re.search(r"if backend == Backend\.UNDEFINED:\n(?:\s*#.*\n)*(?:.*\n){0,6}?\s*"

@@ -14,6 +14,7 @@ import torch._dynamo
 import torch._inductor.config as inductor_config
 from torch._inductor.utils import run_and_get_code
 
+from foo_backend import _patches as foo_patches
 from foo_backend.compiler import dynamo as foo_dynamo
 from foo_backend.compiler import inductor as foo_inductor
 from support.subprocesses import labelled
@@ -518,12 +519,13 @@ def test_aot_inductor_is_refused_with_a_clear_error():
 
 
 def test_inductor_assumptions_foo_patches_work_around():
-    """Each patch in foo_backend.compiler.inductor works around a behaviour of PyTorch's own Inductor: if a
-    release changes it, this fails, and the patch must be reviewed (dropped, or its version guard extended)."""
+    """Each patch of Dynamo and Inductor in foo_backend._patches works around a behaviour of PyTorch's own: if a
+    release changes it, this fails, and the patch must be reviewed (dropped, or its releases extended)."""
     foo_inductor.register()  # what the first compilation for foo does
-    upstream = foo_inductor.UPSTREAM
-    assert torch.__version__.startswith(foo_inductor.PATCHED_RELEASES)
-    assert torch.__version__.startswith(foo_dynamo.PATCHED_RELEASES)
+    patches = ("dynamo_stream_classes", "dynamo_current_stream", "fake_convolution", "inductor_current_backend",
+               "inductor_is_cpu", "inductor_lowering_is_gpu", "inductor_device_need_guard")
+    assert all(foo_patches.applied(patch) for patch in patches), [p for p in patches if not foo_patches.applied(p)]
+    upstream = foo_patches.upstream
     # Dynamo knows the stream and event classes, and the current_stream functions, of CUDA and XPU by name.
     from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
     from torch._dynamo.variables.user_defined import UserDefinedClassVariable
@@ -531,18 +533,18 @@ def test_inductor_assumptions_foo_patches_work_around():
     assert "torch.cuda.Stream," in inspect.getsource(UserDefinedClassVariable._in_graph_classes)
     assert "torch.foo" not in inspect.getsource(UserDefinedClassVariable._in_graph_classes)
     assert "torch.cuda.current_stream," in inspect.getsource(TorchInGraphFunctionVariable._get_handlers)
-    assert upstream["get_current_backend"]("foo") == inductor_config.cuda_backend  # not the C++ backend
-    assert upstream["device_need_guard"]("foo") is False
-    assert upstream["lowering.is_gpu"]("foo") is False
+    assert upstream("inductor_current_backend")("foo") == inductor_config.cuda_backend  # not the C++ backend
+    assert upstream("inductor_device_need_guard")("foo") is False
+    assert upstream("inductor_lowering_is_gpu")("foo") is False
     node = type("Node", (), {"get_device": lambda self: torch.device("foo", 0)})()
-    assert upstream["is_cpu"](node) is False
+    assert upstream("inductor_is_cpu")(node) is False
     # PyTorch's fake convolution lays out a PrivateUse1 convolution's output contiguous, whatever its inputs.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode() as mode:
         x = mode.from_tensor(torch.randn(2, 3, 6, 6, device="foo").to(memory_format=torch.channels_last))
         w = mode.from_tensor(torch.randn(4, 3, 3, 3, device="foo"))
-        out = foo_dynamo.UPSTREAM["fake convolution"](
+        out = upstream("fake_convolution")(
             mode, torch.ops.aten.convolution.default, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
     assert out.is_contiguous()
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen

@@ -697,10 +697,10 @@ def test_torch_accelerator_snapshot_is_foos(history):
 
 
 def test_the_accelerator_snapshot_patch_is_still_needed():
-    # foo_backend.memory._route_accelerator_snapshot: PyTorch 2.13's function knows XPU and otherwise asks CUDA.
-    # A release that routes other accelerators itself fails here: drop the patch (or add the release) then.
-    assert torch.__version__.startswith(foo_backend.memory._ACCELERATOR_SNAPSHOT_PATCHED_RELEASES)
-    source = inspect.getsource(torch.accelerator.memory._snapshot.__wrapped__)
+    # The "accelerator_snapshot" patch (foo_backend._patches): PyTorch 2.13's function knows XPU and otherwise asks
+    # CUDA. A release that routes other accelerators itself fails here: drop the patch (or add the release) then.
+    assert foo_backend._patches.applied("accelerator_snapshot")
+    source = inspect.getsource(foo_backend._patches.upstream("accelerator_snapshot"))
     assert '"xpu"' in source and "torch.cuda.memory._snapshot(" in source and "privateuse1" not in source.lower()
 
 

@@ -10,6 +10,7 @@ from torch._subclasses import fake_impls
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
 
+from .. import _patches
 from .._utils import _C, DEVICE_TYPE
 
 
@@ -68,20 +69,12 @@ class FooInterface(device_interface.DeviceInterface):
         return False
 
 
-
-# The PyTorch releases whose Dynamo needs _patch_dynamo (tests/test_inductor.py fails when a new release changes
-# what a patch works around).
-PATCHED_RELEASES = ("2.13",)
-# What the patches replaced, for that test.
-UPSTREAM = {}
-
-
 def _patch_fake_convolution():
-    """PyTorch's fake convolution gives a PrivateUse1 convolution contiguous outputs (it cannot know the
-    layout of an overridden kernel), but foo's convolution is CPU's and has CPU's layouts (channels_last in,
-    channels_last out): Inductor would lay out a compiled CNN for the wrong strides. On foo tensors it asks
-    CPU's fake convolution."""
-    convolution = UPSTREAM["fake convolution"] = fake_impls.op_implementations_dict[torch.ops.aten.convolution.default]
+    """The ``"fake_convolution"`` patch. PyTorch's fake convolution gives a PrivateUse1 convolution contiguous
+    outputs (it cannot know the layout of an overridden kernel), but foo's convolution is CPU's and has CPU's
+    layouts (channels_last in, channels_last out): Inductor would lay out a compiled CNN for the wrong strides.
+    On foo tensors it asks CPU's fake convolution. Returns PyTorch's fake convolution."""
+    convolution = fake_impls.op_implementations_dict[torch.ops.aten.convolution.default]
 
     def move(fake_mode, value, device):
         if not isinstance(value, FakeTensor):
@@ -101,18 +94,29 @@ def _patch_fake_convolution():
     for op, impl in list(fake_impls.op_implementations_dict.items()):
         if impl is convolution:  # convolution, _convolution, convolution_backward
             fake_impls.op_implementations_dict[op] = foo_convolution
+    return convolution
 
 
-def _patch_dynamo():
-    """Dynamo 2.13 knows the stream and event classes and ``current_stream`` functions of CUDA and XPU by name."""
-    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+def _patch_in_graph_classes():
+    """The ``"dynamo_stream_classes"`` patch. Dynamo 2.13 knows the stream and event classes of CUDA and XPU
+    by name: with foo's added to its (cached) set of classes, creating a ``torch.foo.Stream`` or ``Event`` in
+    compiled code makes a graph object. Replaces nothing: returns None."""
     from torch._dynamo.variables.user_defined import UserDefinedClassVariable
 
-    # Creating a torch.foo.Stream or Event in compiled code makes a graph object (its cached set of classes).
     UserDefinedClassVariable._in_graph_classes().update({torch.foo.Stream, torch.foo.Event})
-    # torch.foo.current_stream() returns the stream Dynamo tracks as current, as torch.cuda.current_stream().
+
+
+def _patch_current_stream_handler():
+    """The ``"dynamo_current_stream"`` patch. Dynamo 2.13 knows the ``current_stream`` functions of CUDA and
+    XPU by name: given ``torch.accelerator.current_stream``'s handler, ``torch.foo.current_stream()`` returns
+    the stream Dynamo tracks as current, as ``torch.cuda.current_stream()`` does. Returns the handler it
+    replaced (None: Dynamo had none)."""
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
     handlers = TorchInGraphFunctionVariable._get_handlers()
+    replaced = handlers.get(torch.foo.current_stream)
     handlers[torch.foo.current_stream] = handlers[torch.accelerator.current_stream]
+    return replaced
 
 
 def _register():
@@ -121,9 +125,9 @@ def _register():
         device_interface.register_interface_for_device(f"{DEVICE_TYPE}:{index}", FooInterface)
     # As torch.cuda's: calls in the graph rather than Python to trace through.
     torch.compiler.allow_in_graph([torch.foo.current_stream, torch.foo.stream])
-    if torch.__version__.startswith(PATCHED_RELEASES):
-        _patch_dynamo()
-        _patch_fake_convolution()
+    _patches.apply("dynamo_stream_classes")
+    _patches.apply("dynamo_current_stream")
+    _patches.apply("fake_convolution")
 
 
 _register()

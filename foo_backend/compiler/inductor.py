@@ -29,6 +29,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.kernel import mm_common as inductor_mm_common
 from torch._inductor.virtualized import V
 
+from .. import _patches
 from .._utils import _C, DEVICE_TYPE
 from . import config
 
@@ -232,20 +233,15 @@ class FooDeviceOpOverrides(inductor_common.DeviceOpOverrides):
         return "torch.foo.current_stream()"
 
 
-# The PyTorch releases whose Inductor needs _patch_inductor (tests/test_inductor.py fails when a new release
-# changes what a patch works around).
-PATCHED_RELEASES = ("2.13",)
-# What the patches replaced, for that test.
-UPSTREAM = {}
+# Inductor treats a device that is neither the CPU nor a GPU it knows as a Triton GPU in three places, and as less
+# than the CPU in one: foo's four patches of Inductor, declared in foo_backend._patches and applied by register().
 
-
-def _patch_inductor():
-    """Inductor treats a device that is neither the CPU nor a GPU it knows as a Triton GPU in three places, and as
-    less than the CPU in one."""
-    # 1. The code generators ask which backend generates code for the current device; for a device Inductor
-    # does not know, the answer is CUDA's ("triton"), and C++ code generation goes wrong (its variables lose
-    # their dtypes). foo's is the CPU's, config.cpu_backend. The function is imported by name.
-    get_current_backend = UPSTREAM["get_current_backend"] = inductor_utils.get_current_backend
+def _patch_get_current_backend():
+    """The ``"inductor_current_backend"`` patch. The code generators ask which backend generates code for the
+    current device; for a device Inductor does not know, the answer is CUDA's ("triton"), and C++ code
+    generation goes wrong (its variables lose their dtypes). foo's is the CPU's, config.cpu_backend. The
+    function is imported by name. Returns PyTorch's function."""
+    get_current_backend = inductor_utils.get_current_backend
 
     def foo_get_current_backend(device_type=None):
         if (device_type or V.graph.get_current_device_or_throw().type) == DEVICE_TYPE:
@@ -255,32 +251,49 @@ def _patch_inductor():
     for module in (inductor_utils, inductor_common, inductor_scheduler, inductor_mm_common):
         assert module.get_current_backend is get_current_backend, module.__name__
         module.get_current_backend = foo_get_current_backend
-    # 2. The scheduler skips loop reordering and reindexing, which its C++ code generator does not support,
-    # for nodes that "are CPU": foo's nodes run that code generator.
-    is_cpu = UPSTREAM["is_cpu"] = inductor_scheduler.BaseSchedulerNode.is_cpu
+    return get_current_backend
+
+
+def _patch_is_cpu():
+    """The ``"inductor_is_cpu"`` patch. The scheduler skips loop reordering and reindexing, which its C++ code
+    generator does not support, for nodes that "are CPU": foo's nodes run that code generator. Returns
+    PyTorch's method."""
+    is_cpu = inductor_scheduler.BaseSchedulerNode.is_cpu
 
     def foo_is_cpu(node):
         device = node.get_device()
         return is_cpu(node) or (device is not None and device.type == DEVICE_TYPE)
 
     inductor_scheduler.BaseSchedulerNode.is_cpu = foo_is_cpu
-    # 3. A pointwise operator runs on its first input's device unless another input is on a GPU: with a 0-dim CPU
-    # tensor first, a CPU kernel would read foo memory. Its foo inputs decide, as a GPU's do (is_gpu is imported
-    # by name; the lowerings ask it nothing else).
-    is_gpu = UPSTREAM["lowering.is_gpu"] = inductor_lowering.is_gpu
+    return is_cpu
+
+
+def _patch_lowering_is_gpu():
+    """The ``"inductor_lowering_is_gpu"`` patch. A pointwise operator runs on its first input's device unless
+    another input is on a GPU: with a 0-dim CPU tensor first, a CPU kernel would read foo memory. Its foo
+    inputs decide, as a GPU's do (is_gpu is imported by name; the lowerings ask it nothing else). Returns
+    PyTorch's function."""
+    is_gpu = inductor_lowering.is_gpu
     assert inductor_lowering.is_gpu is inductor_utils.is_gpu
     inductor_lowering.is_gpu = lambda device: device == DEVICE_TYPE or is_gpu(device)
-    # 4. Compiled code enters the graph's device (torch.foo.device(i)), as it enters CUDA's, so that buffers
-    # are allocated there: Inductor does this for GPUs only.
-    need_guard = UPSTREAM["device_need_guard"] = inductor_scheduler.device_need_guard
+    return is_gpu
+
+
+def _patch_device_need_guard():
+    """The ``"inductor_device_need_guard"`` patch. Compiled code enters the graph's device
+    (``torch.foo.device(i)``), as it enters CUDA's, so that buffers are allocated there: Inductor does this
+    for GPUs only. Returns PyTorch's function."""
+    need_guard = inductor_scheduler.device_need_guard
     inductor_scheduler.device_need_guard = lambda device: device == DEVICE_TYPE or need_guard(device)
+    return need_guard
 
 
 @functools.cache
 def register():
     """Registers foo's code generators with Inductor (once; the lookup of ``torch.foo.Scheduling`` calls it)."""
     inductor_common.register_device_op_overrides(DEVICE_TYPE, FooDeviceOpOverrides())
-    if torch.__version__.startswith(PATCHED_RELEASES):
-        _patch_inductor()
+    for patch in ("inductor_current_backend", "inductor_is_cpu", "inductor_lowering_is_gpu",
+                  "inductor_device_need_guard"):
+        _patches.apply(patch)
     inductor_common.register_backend_for_device(DEVICE_TYPE, FooScheduling, FooWrapperCodegen,
                                                 FooCppWrapperCodegen, device_custom_config=config)

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
+from .. import _patches
 from .._utils import _C
 
 BACKEND_NAME = "fccl"
@@ -34,24 +35,19 @@ def _create_backend(store, rank, world_size, timeout):
     return ProcessGroupFoo(device_gloo, host_gloo, rank, world_size, timeout)
 
 
-# The PyTorch releases whose init_process_group() without a backend needs _default_to_fccl_when_unnamed
-# (tests/test_distributed.py fails if a new release changes the code it works around).
-_UNNAMED_BACKEND_PATCHED_RELEASES = ("2.13",)
-
-
 def _register():
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, devices=["foo", "cpu"])
-    if torch.__version__.startswith(_UNNAMED_BACKEND_PATCHED_RELEASES):
-        _default_to_fccl_when_unnamed()
+    _patches.apply("unnamed_process_group_backend")
 
 
 def _default_to_fccl_when_unnamed():
-    """``init_process_group()`` without a backend on a machine whose accelerator is foo: PyTorch 2.13 maps
-    foo to its default backend (fccl) but marks the group's default backend type as gloo, which the group
-    does not have, so ``get_backend`` and friends fail. Name fccl instead, as if the user had."""
+    """The ``"unnamed_process_group_backend"`` patch (``foo_backend._patches``). ``init_process_group()``
+    without a backend on a machine whose accelerator is foo: PyTorch 2.13 maps foo to its default backend
+    (fccl) but marks the group's default backend type as gloo, which the group does not have, so
+    ``get_backend`` and friends fail. Name fccl instead, as if the user had. Returns the function it wrapped."""
     original = distributed_c10d._new_process_group_helper
     if getattr(original, "_foo_wrapped", False):
-        return
+        return original.__wrapped__
 
     @functools.wraps(original)
     def new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
@@ -61,3 +57,4 @@ def _default_to_fccl_when_unnamed():
 
     new_process_group_helper._foo_wrapped = True
     distributed_c10d._new_process_group_helper = new_process_group_helper
+    return original
