@@ -53,6 +53,18 @@ def _get_device_index(device: Any, optional: bool = False) -> int:
     return index
 
 
+def _check_device_index(index: int) -> int:
+    """``index`` if foo has a device of that index; otherwise the error foo raises for an invalid device
+    index everywhere (the C++ side's ``checkDeviceIndex`` raises the same), which names the valid range."""
+    count = _C._device_count()
+    if not 0 <= index < count:
+        raise RuntimeError(
+            f"Invalid device foo:{index}: foo has {count} device{'' if count == 1 else 's'} "
+            f"(valid device indices are 0 to {count - 1})"
+        )
+    return index
+
+
 def _check_not_in_bad_fork() -> None:
     """Raise CUDA's error in a child forked after foo was initialised: foo cannot be used there."""
     if _C._is_in_bad_fork():

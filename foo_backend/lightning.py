@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from ._utils import _check_device_index
+
 # Lightning's two distributions, each with its own registry and classes.
 _ACCELERATOR_MODULES = ("pytorch_lightning.accelerators", "lightning.pytorch.accelerators")
 
@@ -37,8 +39,7 @@ def _parse_devices(devices: Any) -> list[int]:
         return list(range(devices))
     indices = [int(d) for d in devices]
     for index in indices:
-        if not 0 <= index < count:
-            raise ValueError(f"foo device {index} does not exist: there are {count} foo devices")
+        _check_device_index(index)
     return indices
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ._utils import _C, _check_not_in_bad_fork, _get_device_index
+from ._utils import _C, _check_device_index, _check_not_in_bad_fork, _get_device_index
 
 __all__ = [
     "default_generators", "get_rng_state", "get_rng_state_all", "initial_seed", "manual_seed", "manual_seed_all",
@@ -21,13 +21,8 @@ default_generators: tuple[torch.Generator, ...] = tuple(_C._default_generator(i)
 
 
 def _generator(device: Any) -> torch.Generator:
-    index = _get_device_index(device, optional=True)
-    if not 0 <= index < len(default_generators):
-        raise RuntimeError(
-            f"Invalid device foo:{index}: foo has {len(default_generators)} devices "
-            f"(valid device indices are 0 to {len(default_generators) - 1})"
-        )
-    return default_generators[index]
+    """The default generator of foo device ``device`` (None or ``"foo"``: the current device)."""
+    return default_generators[_check_device_index(_get_device_index(device, optional=True))]
 
 
 def get_rng_state(device: Any = "foo") -> torch.Tensor:

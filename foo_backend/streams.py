@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import torch
 
-from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init
+from ._utils import _C, DEVICE_TYPE, _check_device_index, _get_device_index, _lazy_init
 
 __all__ = ["Stream", "Event", "current_stream", "default_stream", "set_stream", "stream", "StreamContext"]
 
@@ -26,13 +26,7 @@ def _checked_index(device: Any) -> int:
     index = _get_device_index(device, optional=True)
     if index < 0:
         index = _C._get_device()
-    count = _C._device_count()
-    if index >= count:
-        raise RuntimeError(
-            f"Invalid device foo:{index}: foo has {count} device{'' if count == 1 else 's'} "
-            f"(valid device indices are 0 to {count - 1})"
-        )
-    return index
+    return _check_device_index(index)
 
 
 def _check_stream(stream: Any, what: str) -> None:

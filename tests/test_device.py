@@ -45,6 +45,10 @@ SCRIPTS = {
             torch.foo.set_device(1)
         except RuntimeError as e:
             print("ERR", e)
+        try:
+            torch.foo.get_rng_state(1)  # checked in Python
+        except RuntimeError as e:
+            print("ERR_PYTHON", e)
         """,
         {"FOO_DEVICE_COUNT": 1, "FOO_DEVICE_MEMORY_MB": 96},
     ),
@@ -132,6 +136,7 @@ def test_single_device_error_names_range(subprocesses):
     out = labelled(subprocesses.check("one_device_96mb"))
     assert out["count"] == "1"
     assert "foo:1" in out["ERR"] and "0 to 0" in out["ERR"] and "1 device" in out["ERR"]
+    assert out["ERR_PYTHON"] == out["ERR"]
 
 
 def test_lazy_initialisation(subprocesses):
@@ -201,6 +206,26 @@ def test_invalid_index_tensor_creation():
     with pytest.raises(RuntimeError) as excinfo:
         torch.ones(3).foo(2)
     assert_invalid_index_error(excinfo, 2)
+
+
+def test_an_invalid_index_gets_one_error_in_python_and_cpp():
+    # torch.foo's Python checks (foo_backend._utils._check_device_index) raise the C++ side's error, word for word.
+    from foo_backend import lightning
+
+    n = torch.foo.device_count()
+    with pytest.raises(RuntimeError) as from_cpp:
+        torch.foo.set_device(n)
+    state = torch.foo.get_rng_state()
+    checked_in_python = [lambda: torch.foo.current_stream(n), lambda: torch.foo.Stream(n),
+                         lambda: torch.foo.get_rng_state(n), lambda: torch.foo.set_rng_state(state, n),
+                         lambda: lightning._parse_devices([0, n])]
+    for fn in checked_in_python:
+        with pytest.raises(RuntimeError) as excinfo:
+            fn()
+        assert str(excinfo.value) == str(from_cpp.value)
+    with pytest.raises(RuntimeError) as excinfo:
+        torch.foo.get_rng_state(-1)
+    assert_invalid_index_error(excinfo, -1)
 
 
 def test_device_context_manager():
