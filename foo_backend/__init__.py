@@ -89,7 +89,12 @@ def current_device() -> int:
 
 
 def set_device(device: Any) -> None:
-    """Set the current foo device. A negative index is ignored, as in ``torch.cuda.set_device``."""
+    """Set the current foo device.
+
+    Args:
+        device (torch.device, str or int): selected device; it must have an index (``"foo:1"``, not
+            ``"foo"``). This function is a no-op if this argument is negative, as ``torch.cuda.set_device``.
+    """
     index = _get_device_index(device)
     if index >= 0:
         _lazy_init()
@@ -97,7 +102,12 @@ def set_device(device: Any) -> None:
 
 
 class device:
-    """Context manager that changes the current foo device (``None`` or -1: no change)."""
+    """Context manager that changes the current foo device.
+
+    Args:
+        device (torch.device, str, int or None): device to select. It's a no-op if this argument is a
+            negative integer or ``None``; ``"foo"`` without an index selects the current device.
+    """
 
     def __init__(self, device: Any):
         self.idx = _get_device_index(device, optional=True) if device is not None else -1
@@ -112,14 +122,24 @@ class device:
 
 
 class device_of(device):
-    """Context manager that makes the device of ``obj`` (a foo tensor or storage) current."""
+    """Context manager that changes the current foo device to that of the given object.
+
+    Args:
+        obj (Tensor or Storage): object allocated on the selected device. It's a no-op if the object is not
+            on a foo device (a CPU tensor, say).
+    """
 
     def __init__(self, obj: Any):
         super().__init__(obj.get_device() if obj.device.type == DEVICE_TYPE else -1)
 
 
 def synchronize(device: Any = None) -> None:
-    """Wait for all work on a foo device to finish."""
+    """Wait for all kernels in all streams on a foo device to complete.
+
+    Args:
+        device (torch.device, str or int, optional): device for which to synchronize. It uses the current
+            device, given by :func:`current_device`, if :attr:`device` is ``None`` (default).
+    """
     _C._synchronize(_get_device_index(device, optional=True))
 
 
@@ -140,16 +160,43 @@ class _FooDeviceProperties:
 
 
 def get_device_properties(device: Any = None) -> _FooDeviceProperties:
-    """Properties of a foo device: name, total_memory, major, minor, multi_processor_count."""
+    """Get the properties of a foo device.
+
+    Args:
+        device (torch.device, str or int, optional): device for which to return the properties. It uses
+            the current device, given by :func:`current_device`, if :attr:`device` is ``None`` (default).
+
+    Returns:
+        _FooDeviceProperties: the device's ``name``, ``total_memory`` (bytes), ``major`` and ``minor``
+        (its capability) and ``multi_processor_count``.
+    """
     _lazy_init()
     return _FooDeviceProperties(*_C._get_device_properties(_get_device_index(device, optional=True)))
 
 
 def get_device_name(device: Any = None) -> str:
+    """Get the name of a foo device.
+
+    Args:
+        device (torch.device, str or int, optional): device for which to return the name. It uses the
+            current device, given by :func:`current_device`, if :attr:`device` is ``None`` (default).
+
+    Returns:
+        str: the name of the device
+    """
     return get_device_properties(device).name
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """Get the capability of a foo device, as ``torch.cuda.get_device_capability``.
+
+    Args:
+        device (torch.device, str or int, optional): device for which to return the capability. It uses
+            the current device, given by :func:`current_device`, if :attr:`device` is ``None`` (default).
+
+    Returns:
+        tuple(int, int): the major and minor capability of the device
+    """
     prop = get_device_properties(device)
     return prop.major, prop.minor
 
@@ -160,7 +207,12 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
-    """foo computes bfloat16 natively (with CPU's kernels), so always True."""
+    """Return True: foo computes bfloat16 natively (with CPU's kernels).
+
+    Args:
+        including_emulation (bool): accepted for ``torch.cuda.is_bf16_supported``'s signature; the answer
+            is the same either way.
+    """
     return True
 
 

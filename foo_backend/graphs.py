@@ -39,7 +39,12 @@ def graph_pool_handle() -> tuple[int, int]:
 class FooGraph(torch.accelerator.Graph):
     """A foo graph, as ``torch.cuda.CUDAGraph``: ``capture_begin``/``capture_end`` around the work to record
     (on a non-default stream), then ``replay()``; ``reset()`` frees it; ``pool()`` is the id of its memory pool,
-    which another graph's ``capture_begin(pool=...)`` can share."""
+    which another graph's ``capture_begin(pool=...)`` can share.
+
+    Args:
+        keep_graph (bool, optional): accepted for ``torch.cuda.CUDAGraph``'s signature. A foo graph needs no
+            instantiation (``instantiate()`` only checks that a capture exists), so it changes nothing.
+    """
 
     def __new__(cls, keep_graph: bool = False):
         return super().__new__(cls, keep_graph)
@@ -48,8 +53,16 @@ class FooGraph(torch.accelerator.Graph):
         super().__init__(keep_graph)
 
     def capture_begin(self, pool: Optional[tuple[int, int]] = None, capture_error_mode: str = "global") -> None:
-        """Begin capturing the current stream's work. ``capture_error_mode`` is accepted for CUDA's
-        signature; foo has one mode: whatever would wait for the capturing stream raises."""
+        """Begin capturing the current stream's work. Typically, you shouldn't call ``capture_begin``
+        yourself: use :class:`graph` or :func:`make_graphed_callables`, which call it.
+
+        Args:
+            pool (tuple[int, int], optional): token (returned by :func:`graph_pool_handle` or another graph's
+                ``pool()``) of a memory pool this graph's capture shares. Default: a pool of the graph's own.
+            capture_error_mode (str, optional): accepted for CUDA's signature (``"global"``,
+                ``"thread_local"``, ``"relaxed"``); foo has one mode: whatever would wait for the capturing
+                stream raises.
+        """
         _lazy_init()
         self.graph_pool = pool
         self.capture_error_mode = capture_error_mode
@@ -57,9 +70,17 @@ class FooGraph(torch.accelerator.Graph):
 
 
 class graph:
-    """Context manager that captures the work of its block into ``foo_graph``, as ``torch.cuda.graph``: it
-    synchronizes the device, frees cached memory, and captures on ``stream`` (default: a side stream of the
-    current device, one per device) with the memory pool ``pool`` (default: the graph's own)."""
+    """Context manager that captures the work of its block into a :class:`FooGraph` for later replay, as
+    ``torch.cuda.graph``: on entry it synchronizes the device and frees cached memory.
+
+    Args:
+        foo_graph (FooGraph): the graph to capture into.
+        pool (tuple[int, int], optional): token (returned by :func:`graph_pool_handle` or another graph's
+            ``pool()``) of a memory pool this graph's capture shares. Default: a pool of the graph's own.
+        stream (torch.Stream, optional): the stream the block runs and is captured on. Default: a side
+            stream of the current device (one per device, :meth:`default_capture_stream`).
+        capture_error_mode (str, optional): accepted for CUDA's signature; see :meth:`FooGraph.capture_begin`.
+    """
 
     _default_capture_streams: dict[int, torch.Stream] = {}
 
@@ -75,7 +96,11 @@ class graph:
 
     @classmethod
     def default_capture_stream(cls, device: int) -> torch.Stream:
-        """The side stream graphs of ``device`` are captured on unless told otherwise."""
+        """Return the side stream that graphs of a foo device are captured on unless told otherwise.
+
+        Args:
+            device (int): the index of the foo device.
+        """
         if device not in cls._default_capture_streams:
             cls._default_capture_streams[device] = torch.foo.Stream(device)
         return cls._default_capture_streams[device]
@@ -101,7 +126,23 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
     call copies its arguments into the captured inputs, replays the forward graph, and, in backward, the
     backward graph. A tuple of callables (with a tuple of sample-argument tuples) shares one memory pool and
     must then be called in the order given. Modules must have no hooks, and only parameters may require
-    grad; arguments must come in the form of ``sample_args``.
+    grad; arguments must come in the form of ``sample_args``. A graphed module replays its graphs only in
+    the training mode it was captured in; in the other, it runs eagerly.
+
+    Args:
+        callables (torch.nn.Module or Python function, or tuple of these): callable or callables to graph.
+        sample_args (tuple of Tensors, or tuple of tuples of Tensors): sample arguments for each callable:
+            a tuple of tensors for one callable, a tuple of such tuples for a tuple of callables.
+        num_warmup_iters (int): the number of warm-up runs (forward and backward) before capture, on the
+            capture stream. Default: ``3``.
+        allow_unused_input (bool): if False, an input that the outputs do not depend on (whose gradient is
+            always zero) is an error. Default: False.
+        pool (tuple[int, int], optional): token (returned by :func:`graph_pool_handle` or another graph's
+            ``pool()``) of a memory pool the captures share. Default: a pool of the graph's own.
+
+    Returns:
+        The graphed callable, or a tuple of them for a tuple of callables (a module is returned itself,
+        its ``forward`` replaced).
     """
     if torch.is_autocast_enabled("foo") and torch.is_autocast_cache_enabled():
         raise RuntimeError("make_graphed_callables does not support the autocast cache: use cache_enabled=False")

@@ -43,10 +43,16 @@ def _flatten(nested: dict[str, Any]) -> "collections.OrderedDict[str, Any]":
 
 
 def memory_stats(device: Any = None) -> dict[str, Any]:
-    """A dictionary of caching-allocator statistics, keyed as ``torch.cuda.memory_stats``.
+    """A dictionary of caching-allocator statistics for a given device, keyed as ``torch.cuda.memory_stats``.
 
     For example ``"allocated_bytes.all.current"``, ``"reserved_bytes.large_pool.peak"``,
-    ``"num_alloc_retries"``, ``"num_ooms"``.
+    ``"num_alloc_retries"``, ``"num_ooms"``. Before foo is initialised the dictionary is empty (and the
+    query initialises nothing), as CUDA's.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns statistics for the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is
+            ``None`` (default).
     """
     index = _get_device_index(device, optional=True)
     if not is_initialized():
@@ -74,9 +80,16 @@ def _format_count(value: int, scale_of: int) -> str:
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
-    """A human-readable table of the caching allocator's statistics for a foo device (default: the
-    current one), laid out as ``torch.cuda.memory_summary``: current, peak, total allocated and total
-    freed of each metric, for all memory and (unless ``abbreviated``) the large and small pools."""
+    """A human-readable table of the caching allocator's statistics for a foo device, laid out as
+    ``torch.cuda.memory_summary``: current, peak, total allocated and total freed of each metric, for all
+    memory and (unless ``abbreviated``) the large and small pools.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the printout for the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is
+            ``None`` (default).
+        abbreviated (bool, optional): whether to leave out the large and small pools' rows (default: False).
+    """
     index = _get_device_index(device, optional=True)
     stats = collections.defaultdict(int, memory_stats(index))
     index = torch.foo.current_device() if index is None or index < 0 else index
@@ -117,47 +130,100 @@ def _stat(device: Any, key: str) -> int:
 
 
 def memory_allocated(device: Any = None) -> int:
-    """Bytes currently occupied by tensors on a foo device."""
+    """The memory currently occupied by tensors on a foo device, in bytes.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the statistic for the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is
+            ``None`` (default).
+    """
     return _stat(device, "allocated_bytes.all.current")
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    """Peak of ``memory_allocated`` since start or the last ``reset_peak_memory_stats``."""
+    """The peak of :func:`memory_allocated` on a foo device, in bytes, since the program started or the last
+    :func:`reset_peak_memory_stats`.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the statistic for the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is
+            ``None`` (default).
+    """
     return _stat(device, "allocated_bytes.all.peak")
 
 
 def memory_reserved(device: Any = None) -> int:
-    """Bytes held by the caching allocator on a foo device (allocated plus cached)."""
+    """The memory held by the caching allocator on a foo device (allocated plus cached), in bytes.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the statistic for the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is
+            ``None`` (default).
+    """
     return _stat(device, "reserved_bytes.all.current")
 
 
 def max_memory_reserved(device: Any = None) -> int:
-    """Peak of ``memory_reserved`` since start or the last ``reset_peak_memory_stats``."""
+    """The peak of :func:`memory_reserved` on a foo device, in bytes, since the program started or the last
+    :func:`reset_peak_memory_stats`.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the statistic for the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is
+            ``None`` (default).
+    """
     return _stat(device, "reserved_bytes.all.peak")
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    """Reset the "peak" statistics of a foo device to their current values."""
+    """Reset the "peak" statistics of a foo device's caching allocator to their current values. Does
+    nothing before foo is initialised.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Resets the statistics of the current
+            device, given by :func:`~torch.foo.current_device`, if :attr:`device` is ``None`` (default).
+    """
     index = _get_device_index(device, optional=True)
     if is_initialized():
         torch._C._accelerator_resetPeakStats(index)
 
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
-    """Reset the accumulated ("allocated"/"freed") statistics of a foo device."""
+    """Reset the accumulated ("allocated"/"freed") statistics of a foo device's caching allocator. Does
+    nothing before foo is initialised.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Resets the statistics of the current
+            device, given by :func:`~torch.foo.current_device`, if :attr:`device` is ``None`` (default).
+    """
     index = _get_device_index(device, optional=True)
     if is_initialized():
         torch._C._accelerator_resetAccumulatedStats(index)
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
-    """(free, total) bytes of a foo device's memory, as ``cudaMemGetInfo`` reports them."""
+    """Return the free and total memory of a foo device, in bytes, as ``cudaMemGetInfo`` reports them.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the information for the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is
+            ``None`` (default).
+
+    Returns:
+        tuple(int, int): ``(free, total)``
+    """
     return _C._mem_get_info(_get_device_index(device, optional=True))
 
 
 def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
-    """Limit this process to ``fraction`` of a foo device's memory; beyond it allocations raise
-    ``torch.OutOfMemoryError``."""
+    """Limit the caching allocator of this process to a fraction of a foo device's memory; an allocation
+    beyond it raises ``torch.OutOfMemoryError``.
+
+    Args:
+        fraction (float): range 0~1. The allowed memory equals ``total_memory * fraction``.
+        device (torch.device, str or int, optional): selected device. It uses the current device, given by
+            :func:`~torch.foo.current_device`, if :attr:`device` is ``None`` (default).
+    """
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if not 0 <= fraction <= 1:

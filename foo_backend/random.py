@@ -26,18 +26,29 @@ def _generator(device: Any) -> torch.Generator:
 
 
 def get_rng_state(device: Any = "foo") -> torch.Tensor:
-    """The RNG state of a foo device (the current one by default), as a ByteTensor."""
+    """Return the random number generator state of a foo device as a ByteTensor (in CPU's format).
+
+    Args:
+        device (torch.device, str or int, optional): the device to return the RNG state of. Default: ``"foo"``
+            (i.e., ``torch.device("foo")``, the current foo device).
+    """
     _check_not_in_bad_fork()
     return _generator(device).get_state()
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    """The RNG states of all foo devices."""
+    """Return a list of ByteTensors, the random number generator state of each foo device."""
     return [generator.get_state() for generator in default_generators]
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "foo") -> None:
-    """Set the RNG state of a foo device (the current one by default)."""
+    """Set the random number generator state of a foo device.
+
+    Args:
+        new_state (torch.ByteTensor): the desired state, as :func:`get_rng_state` returns it.
+        device (torch.device, str or int, optional): the device to set the RNG state of. Default: ``"foo"``
+            (i.e., ``torch.device("foo")``, the current foo device).
+    """
     _check_not_in_bad_fork()
     # The generator copies the bytes. No operator may reach a dispatch mode here, as none does for CUDA:
     # DTensor's local-tensor mode restores each rank's state while fake tensors are active.
@@ -47,18 +58,30 @@ def set_rng_state(new_state: torch.Tensor, device: Any = "foo") -> None:
 
 
 def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
-    """Set the RNG state of every foo device."""
+    """Set the random number generator state of every foo device.
+
+    Args:
+        new_states (Iterable of torch.ByteTensor): the desired state for each device, in device order.
+    """
     for index, state in enumerate(new_states):
         set_rng_state(state, index)
 
 
 def manual_seed(seed: int) -> None:
-    """Seed the current foo device's generator."""
+    """Set the seed for generating random numbers on the current foo device. Needs no device initialisation.
+
+    Args:
+        seed (int): the desired seed.
+    """
     _generator(None).manual_seed(int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
-    """Seed every foo device's generator."""
+    """Set the seed for generating random numbers on every foo device. Needs no device initialisation.
+
+    Args:
+        seed (int): the desired seed.
+    """
     for generator in default_generators:
         generator.manual_seed(int(seed))
 

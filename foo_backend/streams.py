@@ -84,18 +84,35 @@ class Stream(torch.Stream):
         return _C._stream_priority(self.device_index, self.stream_id)
 
     def wait_event(self, event: torch.Event) -> None:
-        """Make all future work on this stream wait for ``event``. Returns without waiting."""
+        """Make all future work submitted to this stream wait for an event. Returns without waiting.
+
+        Args:
+            event (torch.Event): an event to wait for (a ``torch.foo.Event`` or a ``torch.Event``).
+        """
         _check_event(event, "Stream.wait_event")
         event.wait(self)
 
     def wait_stream(self, stream: torch.Stream) -> None:
-        """Make all future work on this stream wait for the work queued on ``stream`` so far. Returns
-        without waiting."""
+        """Make all future work on this stream wait for the work queued on another stream so far. Returns
+        without waiting.
+
+        Args:
+            stream (torch.Stream): a foo stream to synchronize with (a ``torch.foo.Stream`` or a
+                ``torch.Stream`` on a foo device).
+        """
         _check_stream(stream, "Stream.wait_stream")
         self.wait_event(stream.record_event())
 
     def record_event(self, event: Optional[torch.Event] = None) -> torch.Event:
-        """Record ``event`` (a new ``torch.foo.Event`` if None) on this stream and return it."""
+        """Record an event on this stream.
+
+        Args:
+            event (torch.Event, optional): the event to record. If not given, a new ``torch.foo.Event`` is
+                created.
+
+        Returns:
+            torch.Event: the recorded event.
+        """
         if event is None:
             event = Event()
         _check_event(event, "Stream.record_event")
@@ -149,15 +166,25 @@ class Event(torch.Event):
         return super().__new__(cls, torch.device(DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
 
     def record(self, stream: Optional[torch.Stream] = None) -> None:
-        """Record the event on ``stream`` (default: the current foo stream)."""
+        """Record the event on a stream.
+
+        Args:
+            stream (torch.Stream, optional): the foo stream to record on. Default: the current stream of the
+                current foo device.
+        """
         if stream is None:
             stream = current_stream()
         _check_stream(stream, "Event.record")
         super().record(stream)
 
     def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        """Make all future work on ``stream`` (default: the current foo stream) wait for this event.
-        Returns without waiting; a no-op if the event was never recorded."""
+        """Make all future work submitted to a stream wait for this event. Returns without waiting; a no-op
+        if the event was never recorded.
+
+        Args:
+            stream (torch.Stream, optional): the foo stream whose future work waits. Default: the current
+                stream of the current foo device.
+        """
         if stream is None:
             stream = current_stream()
         _check_stream(stream, "Event.wait")
@@ -172,8 +199,13 @@ class Event(torch.Event):
         super().synchronize()
 
     def elapsed_time(self, end_event: torch.Event) -> float:
-        """Milliseconds between the recording of this event and of ``end_event``. Both must have been
-        created with ``enable_timing=True``, recorded and completed (ValueError / RuntimeError otherwise)."""
+        """Return the time elapsed between the recording of this event and of ``end_event``, in
+        milliseconds. Both must have been created with ``enable_timing=True``, recorded and completed
+        (ValueError / RuntimeError otherwise).
+
+        Args:
+            end_event (torch.Event): the event that ends the measured interval.
+        """
         _check_event(end_event, "Event.elapsed_time")
         # torch.Event.elapsed_time does not accept a subclass as its argument: ask the runtime directly.
         return _C._event_elapsed_time(self.event_id, end_event.event_id)
@@ -187,20 +219,37 @@ def _wrap(stream: torch.Stream) -> Stream:
 
 
 def current_stream(device: Any = None) -> Stream:
-    """The current stream of this thread on foo device ``device`` (default: the current foo device)."""
+    """Return the currently selected :class:`Stream` of this thread for a given foo device.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the current stream of the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is ``None``
+            (default) or a negative integer.
+    """
     _lazy_init()
     return _wrap(torch.accelerator.current_stream(_checked_index(device)))
 
 
 def default_stream(device: Any = None) -> Stream:
-    """The default stream (stream 0) of foo device ``device`` (default: the current foo device)."""
+    """Return the default :class:`Stream` (stream 0) of a given foo device.
+
+    Args:
+        device (torch.device, str or int, optional): selected device. Returns the default stream of the
+            current device, given by :func:`~torch.foo.current_device`, if :attr:`device` is ``None``
+            (default) or a negative integer.
+    """
     _lazy_init()
     return Stream(stream_id=0, device_index=_checked_index(device), device_type=_FOO_DEVICE_TYPE)
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
-    """Make ``stream`` the current stream of its device, and its device the current foo device, as
-    ``torch.cuda.set_stream``. ``None`` is a no-op. Prefer the ``torch.foo.stream`` context manager."""
+    """Set the current stream, as ``torch.cuda.set_stream``: the stream becomes the current stream of its
+    device, and its device the current foo device. Prefer the :func:`stream` context manager.
+
+    Args:
+        stream (torch.Stream or None): selected stream, a ``torch.foo.Stream`` or a ``torch.Stream`` on a
+            foo device. This function is a no-op if this argument is ``None``.
+    """
     if stream is None:
         return
     _check_stream(stream, "torch.foo.set_stream")
@@ -209,10 +258,14 @@ def set_stream(stream: Optional[torch.Stream]) -> None:
 
 
 class StreamContext:
-    r"""Context manager that makes ``stream`` current (``None``: no-op), as ``torch.cuda.StreamContext``.
+    r"""Context manager that selects a given stream, as ``torch.cuda.StreamContext``.
 
     If the stream is on another foo device, that device becomes current too; on exit the previous current
     streams of both devices and the previous current device are restored.
+
+    Args:
+        stream (torch.Stream or None): selected stream, a ``torch.foo.Stream`` or a ``torch.Stream`` on a
+            foo device. This manager is a no-op if it's ``None``.
     """
 
     def __init__(self, stream: Optional[torch.Stream]):
@@ -241,5 +294,10 @@ class StreamContext:
 
 
 def stream(stream: Optional[torch.Stream]) -> StreamContext:
-    """Context manager that makes ``stream`` current (see ``StreamContext``); ``None`` is a no-op."""
+    """Wrap the context manager :class:`StreamContext` that selects a given stream.
+
+    Args:
+        stream (torch.Stream or None): selected stream, a ``torch.foo.Stream`` or a ``torch.Stream`` on a
+            foo device. This manager is a no-op if it's ``None``.
+    """
     return StreamContext(stream)
