@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from foo_backend import _patches
-from subprocesses import labelled
+from support.subprocesses import labelled
 
 TESTS = Path(__file__).parent
 
