@@ -12,6 +12,8 @@
 #include <mutex>
 #include <new>
 
+#include "runtime/thread_cache.h"
+
 namespace foo {
 namespace {
 thread_local bool t_on_stream_worker = false;
@@ -71,7 +73,8 @@ class WorkBlockCache {
     if (FreeBlock* block = free_[c]) {
       free_[c] = block->next;
       --count_[c];
-      if (free_[c] != nullptr) prepareForWriting(free_[c], (c + 1) * kStep);
+      // The stream's worker read the next block when it ran the work it held: ask for its lines a launch ahead.
+      foo_runtime::prepareForWriting(free_[c], (c + 1) * kStep);
       return block;
     }
     return ::operator new((c + 1) * kStep);
@@ -102,31 +105,11 @@ class WorkBlockCache {
   static constexpr size_t kClasses = 64;
   static constexpr size_t kMaxPerClass = 256;
   static size_t classOf(size_t size) { return (size - 1) / kStep; }
-  // The stream's worker read the block when it ran the work it held: its cache lines are shared with
-  // that core, and each first write must invalidate them there. Asking for them now, one launch
-  // ahead, hides that latency (PREFETCHW; a no-op on x86 processors without it).
-  static void prepareForWriting(void* block, size_t size) {
-#if defined(__x86_64__)
-    for (size_t offset = 0; offset < size; offset += 64)
-      asm volatile("prefetchw %0" : : "m"(*(static_cast<const char*>(block) + offset)));
-#else
-    (void)block;
-    (void)size;
-#endif
-  }
   FreeBlock* free_[kClasses] = {};
   uint16_t count_[kClasses] = {};
 };
 
-struct ThreadWorkBlocks {
-  WorkBlockCache cache;
-  ThreadWorkBlocks() { alive = true; }
-  ~ThreadWorkBlocks() { alive = false; }
-  // Trivially destructible, so readable while the thread's other thread_locals are destroyed.
-  static thread_local bool alive;
-};
-thread_local bool ThreadWorkBlocks::alive = false;
-thread_local ThreadWorkBlocks t_work_blocks;
+thread_local foo_runtime::ThreadCache<WorkBlockCache> t_work_blocks;
 
 }  // namespace
 
@@ -134,7 +117,7 @@ void* QueuedWork::operator new(size_t size) { return t_work_blocks.cache.take(si
 
 void QueuedWork::operator delete(void* block, size_t size) {
   // A block given back after the thread's cache is gone (work released at exit) goes to the heap.
-  if (!ThreadWorkBlocks::alive || !t_work_blocks.cache.give(block, size)) ::operator delete(block);
+  if (!foo_runtime::ThreadCache<WorkBlockCache>::alive || !t_work_blocks.cache.give(block, size)) ::operator delete(block);
 }
 
 KernelThreadSettings KernelThreadSettings::current() { return {at::get_num_threads(), denormalFlags()}; }
