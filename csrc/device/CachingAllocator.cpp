@@ -1,34 +1,32 @@
+// The foo caching allocator's core (model: c10/cuda/CUDACachingAllocator.cpp): block pools, malloc and
+// free, stream-ordered reuse, record_stream, statistics, the memory limit and graph pools. The memory
+// history and snapshots are in AllocatorHistory.cpp; DeviceCache.h declares the per-device cache both use.
 #include "device/CachingAllocator.h"
 
 #include <c10/core/AllocatorConfig.h>
 #include <c10/core/StorageImpl.h>
-#include <c10/util/flat_hash_map.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <array>
-#include <deque>
+#include <cstdio>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <memory>
 #include <mutex>
-#include <set>
+#include <utility>
 
 #include "device/Common.h"
+#include "device/DeviceCache.h"
 #include "device/Launch.h"
 
 namespace foo {
 namespace {
 
-using c10::CachingDeviceAllocator::CreateContextFn;
-using c10::CachingDeviceAllocator::DeviceStats;
-using c10::CachingDeviceAllocator::RecordContext;
-using c10::CachingDeviceAllocator::TraceEntry;
 using c10::CachingAllocator::AcceleratorAllocatorConfig;
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::RecordContext;
+using c10::CachingDeviceAllocator::TraceEntry;
 
 constexpr size_t kMinBlockSize = 512;          // every allocation is rounded up to this
 constexpr size_t kSmallSize = 1 << 20;         // requests up to 1 MiB come from the small pool
@@ -36,45 +34,6 @@ constexpr size_t kSmallSegment = 2 << 20;      // small-pool segments are 2 MiB
 constexpr size_t kLargeSegment = 20 << 20;     // medium requests share 20 MiB segments
 constexpr size_t kMinLargeAlloc = 10 << 20;    // requests from here get a segment of their own
 constexpr size_t kLargeRounding = 2 << 20;
-
-struct PrivatePool;
-
-struct Block {
-  size_t size;
-  char* ptr;  // device address
-  bool small;
-  // As in CUDA's allocator, a segment and its blocks belong to the stream they were allocated on: a
-  // block freed by the host is reused only by that stream, whose queued work is ordered before the new
-  // user's. Other streams that used it (Tensor.record_stream) delay its reuse until their work is done.
-  fooStream_t stream = 0;
-  bool allocated = false;
-  size_t requested = 0;
-  Block* prev = nullptr;  // neighbours inside the same segment
-  Block* next = nullptr;
-  std::vector<fooStream_t> stream_uses;
-  int pending_events = 0;
-  bool counted_oversize = false;  // counted in oversize_allocations (the setting may change while it lives)
-  PrivatePool* pool = nullptr;    // the graph memory pool its segment belongs to (nullptr: the shared pools)
-  std::shared_ptr<c10::GatheredContext> context;  // the stack that allocated it, when history records stacks
-  bool isSplit() const { return prev != nullptr || next != nullptr; }
-};
-
-struct BlockLess {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return a->stream < b->stream;
-    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
-  }
-};
-
-// The memory pool of graphs (CUDA's private pools): allocations made while a graph is captured come from
-// segments only such captures use, so memory a graph's replays write is never handed to other tensors.
-struct PrivatePool {
-  using Pool = std::set<Block*, BlockLess>;
-  explicit PrivatePool(c10::MempoolId_t pool_id) : id(pool_id) {}
-  c10::MempoolId_t id;
-  Pool small, large;  // its cached free blocks
-  int graphs = 0;     // the graphs using it; at 0 its free segments go back to the device
-};
 
 // The settings of PYTORCH_ALLOC_CONF (PyTorch's AcceleratorAllocatorConfig, shared by accelerators; also
 // changed at run time by torch._C._accelerator_setAllocatorSettings): read at each use, as CUDA's allocator does.
@@ -104,526 +63,458 @@ size_t segmentSize(size_t size) {
   return (size + kLargeRounding - 1) / kLargeRounding * kLargeRounding;
 }
 
-// What _record_memory_history asked for, the same on every device. Read without a lock: a stack is gathered
-// before the allocator's lock is taken (gathering Python frames takes the GIL, which the caller may hold).
-std::atomic<int> g_record_when{static_cast<int>(RecordContext::NEVER)};
-std::atomic<CreateContextFn> g_context_recorder{nullptr};
-std::atomic<bool> g_record_trace{false};
-
-std::shared_ptr<c10::GatheredContext> gatherContext(RecordContext needed) {
-  if (g_record_when.load(std::memory_order_relaxed) < static_cast<int>(needed)) return nullptr;
-  const CreateContextFn recorder = g_context_recorder.load(std::memory_order_relaxed);
-  return recorder != nullptr ? recorder() : nullptr;
-}
-
-bool recording(RecordContext level) { return g_record_when.load(std::memory_order_relaxed) >= static_cast<int>(level); }
-
-int64_t wallClockMicroseconds() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string mib(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
   return buf;
 }
 
-class DeviceCache {
- public:
-  explicit DeviceCache(c10::DeviceIndex device) : device_(device) {}
-
-  Block* malloc(size_t requested, fooStream_t stream) {
-    if (C10_UNLIKELY(AcceleratorAllocatorConfig::use_expandable_segments())) {
-      TORCH_WARN_ONCE("foo: expandable_segments is not supported (the foo runtime cannot grow a segment); "
-                      "the allocator ignores it");
-    }
-    std::shared_ptr<c10::GatheredContext> context = gatherContext(RecordContext::STATE);
-    std::unique_lock<std::mutex> lock(mutex_);
-    processEvents();
-    const size_t size = roundSize(requested);
-    const bool small = size <= kSmallSize;
-    PrivatePool* private_pool = capturingPool(stream);
-    Pool& pool = poolFor(private_pool, small);
-    Block* block = takeCached(pool, size, small, stream);
-    if (block == nullptr) block = newSegment(size, small, stream, context, private_pool);
-    if (block == nullptr && !onStreamWorker()) {
-      // Give cached segments back to the device and retry once, as CUDA's allocator does. Queued work
-      // may still use them, so the device finishes it first (without the lock: that work may allocate).
-      stats_.num_alloc_retries += 1;
-      lock.unlock();
-      FOO_CHECK(fooDeviceSynchronize(device_));
-      lock.lock();
-      processEvents();
-      releaseCachedSegments();
-      block = takeCached(pool, size, small, stream);
-      if (block == nullptr) block = newSegment(size, small, stream, context, private_pool);
-    }
-    if (block == nullptr) raiseOutOfMemory(requested, stream);
-    const size_t remaining = block->size - size;
-    if (small ? remaining >= kMinBlockSize : !oversize(size) && remaining > kSmallSize) {
-      Block* rest = newBlock(remaining, block->ptr + size, small, stream);
-      rest->pool = block->pool;
-      rest->prev = block;
-      rest->next = block->next;
-      if (rest->next) rest->next->prev = rest;
-      block->next = rest;
-      block->size = size;
-      putInPool(pool, rest);
-      updateStat(stats_.inactive_split, small, 1);
-      updateStat(stats_.inactive_split_bytes, small, static_cast<int64_t>(remaining));
-    }
-    block->allocated = true;
-    block->requested = requested;
-    block->context = context;
-    record(TraceEntry::ALLOC, block->ptr, requested, stream, recording(RecordContext::ALLOC) ? context : nullptr);
-    active_.emplace(block->ptr, block);
-    updateStat(stats_.allocation, small, 1);
-    updateStat(stats_.allocated_bytes, small, static_cast<int64_t>(block->size));
-    updateStat(stats_.active, small, 1);
-    updateStat(stats_.active_bytes, small, static_cast<int64_t>(block->size));
-    updateStat(stats_.requested_bytes, small, static_cast<int64_t>(requested));
-    block->counted_oversize = oversize(block->size);
-    if (block->counted_oversize) stats_.oversize_allocations.increase(1);
-    reportToProfiler(block->ptr, static_cast<int64_t>(block->size));
-    return block;
+// Every allocation counts in the aggregate and in its pool's statistics.
+void updateStat(StatArray& stats, bool small, int64_t delta) {
+  c10::CachingAllocator::Stat& all = stats[static_cast<size_t>(StatType::AGGREGATE)];
+  c10::CachingAllocator::Stat& pool = stats[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)];
+  if (delta >= 0) {
+    all.increase(static_cast<size_t>(delta));
+    pool.increase(static_cast<size_t>(delta));
+  } else {
+    all.decrease(static_cast<size_t>(-delta));
+    pool.decrease(static_cast<size_t>(-delta));
   }
+}
 
-  void free(void* ptr) {
-    std::shared_ptr<c10::GatheredContext> context = gatherContext(RecordContext::ALL);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = active_.find(ptr);
-    TORCH_INTERNAL_ASSERT(found != active_.end(), "foo allocator: freeing an unknown pointer");
-    Block* block = found->second;
-    active_.erase(found);
-    const bool small = block->small;
-    updateStat(stats_.allocation, small, -1);
-    updateStat(stats_.allocated_bytes, small, -static_cast<int64_t>(block->size));
-    updateStat(stats_.active, small, -1);
-    updateStat(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
-    updateStat(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
-    if (block->counted_oversize) stats_.oversize_allocations.decrease(1);
-    reportToProfiler(block->ptr, -static_cast<int64_t>(block->size));
-    block->allocated = false;
-    block->context.reset();
-    record(TraceEntry::FREE_REQUESTED, block->ptr, block->requested, block->stream, context);
-    // A deleter must not throw: a marker that cannot be recorded (a forked child) just delays nothing.
-    for (fooStream_t used_on : block->stream_uses) {
-      fooEvent_t event = nullptr;
-      if (fooEventCreate(&event, 0) != fooSuccess) continue;
-      if (fooEventRecord(event, device_, used_on) != fooSuccess) {
-        fooEventDestroy(event);
-        continue;
-      }
-      pending_.emplace_back(event, block);
-      block->pending_events += 1;
-    }
-    block->stream_uses.clear();
-    if (block->pending_events == 0) completeFree(block, std::move(context));
+template <class F>
+void forEachStatArray(DeviceStats& stats, F f) {
+  for (StatArray* a : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                       &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                       &stats.inactive_split_bytes, &stats.requested_bytes})
+    f(*a);
+}
+
+}  // namespace
+
+namespace allocator {
+
+// ---- malloc, step by step
+
+Block* DeviceCache::malloc(size_t requested, fooStream_t stream) {
+  if (C10_UNLIKELY(AcceleratorAllocatorConfig::use_expandable_segments())) {
+    TORCH_WARN_ONCE("foo: expandable_segments is not supported (the foo runtime cannot grow a segment); "
+                    "the allocator ignores it");
   }
+  const Context context = gatherContext(RecordContext::STATE);
+  std::unique_lock<std::mutex> lock(mutex_);
+  processEvents();
+  const Request request = roundAndPickPool(requested, stream);
+  Block* block = takeCachedOrNewSegment(request, context);
+  if (block == nullptr && !onStreamWorker()) block = releaseCacheAndRetry(request, context, lock);
+  if (block == nullptr) raiseOutOfMemory(requested, stream);
+  splitIfWorthIt(block, request);
+  recordAllocation(block, request, context);
+  return block;
+}
 
-  void recordStream(void* ptr, fooStream_t stream) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = active_.find(ptr);
-    if (found == active_.end()) return;
-    Block* block = found->second;
-    if (stream == block->stream) return;
-    auto& uses = block->stream_uses;
-    if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
-  }
+// The request's size, rounded, and its pool: the pool of the graph `stream` captures into, if any, else
+// the shared small or large pool.
+DeviceCache::Request DeviceCache::roundAndPickPool(size_t requested, fooStream_t stream) {
+  const size_t size = roundSize(requested);
+  const bool small = size <= kSmallSize;
+  PrivatePool* private_pool = capturingPool(stream);
+  return Request{requested, size, small, stream, private_pool, &poolFor(private_pool, small)};
+}
 
- private:
-  using Pool = std::set<Block*, BlockLess>;
+// A cached block of the request's stream that fits, else a fresh segment, else nullptr.
+Block* DeviceCache::takeCachedOrNewSegment(const Request& request, const Context& context) {
+  Block* block = takeCached(*request.pool, request.size, request.small, request.stream);
+  if (block == nullptr) block = newSegment(request.size, request.small, request.stream, context, request.private_pool);
+  return block;
+}
 
-  // Caches the freed blocks whose users on other streams are done (events complete in stream order).
-  void processEvents() {
-    while (!pending_.empty()) {
-      auto& [event, block] = pending_.front();
-      if (fooEventQuery(event) != fooSuccess) break;
+// Gives cached segments back to the device and retries once, as CUDA's allocator does. Queued work may
+// still use them, so the device finishes it first (without the lock: that work may allocate). A stream
+// worker never gets here: it would wait for its own stream.
+Block* DeviceCache::releaseCacheAndRetry(const Request& request, const Context& context,
+                                         std::unique_lock<std::mutex>& lock) {
+  stats_.num_alloc_retries += 1;
+  lock.unlock();
+  FOO_CHECK(fooDeviceSynchronize(device_));
+  lock.lock();
+  processEvents();
+  releaseCachedSegments();
+  return takeCachedOrNewSegment(request, context);
+}
+
+[[noreturn]] void DeviceCache::raiseOutOfMemory(size_t requested, fooStream_t stream) {
+  stats_.num_ooms += 1;
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  fooMemGetInfo(device_, &free_bytes, &total_bytes);
+  trace_.record(TraceEntry::OOM, reinterpret_cast<void*>(free_bytes), requested, stream, nullptr);
+  const size_t allocated = static_cast<size_t>(stats_.allocated_bytes[0].current);
+  std::string limit_note;
+  if (limit_ < total_bytes) limit_note = " The process is limited to " + mib(limit_) + " by set_per_process_memory_fraction.";
+  c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(requested), allocated, reserved(), fooDevice(device_));
+  TORCH_CHECK_WITH(
+      OutOfMemoryError, false, "foo out of memory. Tried to allocate ", mib(requested), ". foo:", static_cast<int>(device_),
+      " has a total capacity of ", mib(total_bytes), " of which ", mib(free_bytes), " is free. Of the allocated memory ",
+      mib(allocated), " is allocated by PyTorch, and ", mib(reserved() - allocated),
+      " is reserved by PyTorch but unallocated.", limit_note,
+      " torch.foo.memory_summary() shows the allocator's statistics, and torch.foo.memory._record_memory_history()"
+      " with torch.foo.memory._dump_snapshot() what allocated the memory.");
+}
+
+// The rest of `block` past the request becomes a free block of the same pool, when it is worth keeping:
+// in the small pool, a rest of at least kMinBlockSize; in the large pool, a rest over kSmallSize, unless
+// the request is oversize (oversize blocks are never split).
+void DeviceCache::splitIfWorthIt(Block* block, const Request& request) {
+  const size_t size = request.size;
+  const bool small = request.small;
+  const size_t remaining = block->size - size;
+  if (!(small ? remaining >= kMinBlockSize : !oversize(size) && remaining > kSmallSize)) return;
+  Block* rest = newBlock(remaining, block->ptr + size, small, request.stream);
+  rest->pool = block->pool;
+  rest->prev = block;
+  rest->next = block->next;
+  if (rest->next) rest->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  putInPool(*request.pool, rest);
+  updateStat(stats_.inactive_split, small, 1);
+  updateStat(stats_.inactive_split_bytes, small, static_cast<int64_t>(remaining));
+}
+
+// The block is handed out: it becomes active, and the history, the statistics and the profiler see it.
+void DeviceCache::recordAllocation(Block* block, const Request& request, const Context& context) {
+  const bool small = request.small;
+  block->allocated = true;
+  block->requested = request.requested;
+  block->context = context;
+  trace_.record(TraceEntry::ALLOC, block->ptr, request.requested, request.stream,
+                recording(RecordContext::ALLOC) ? context : nullptr);
+  active_.emplace(block->ptr, block);
+  updateStat(stats_.allocation, small, 1);
+  updateStat(stats_.allocated_bytes, small, static_cast<int64_t>(block->size));
+  updateStat(stats_.active, small, 1);
+  updateStat(stats_.active_bytes, small, static_cast<int64_t>(block->size));
+  updateStat(stats_.requested_bytes, small, static_cast<int64_t>(request.requested));
+  block->counted_oversize = oversize(block->size);
+  if (block->counted_oversize) stats_.oversize_allocations.increase(1);
+  reportToProfiler(block->ptr, static_cast<int64_t>(block->size));
+}
+
+// ---- free and record_stream
+
+void DeviceCache::free(void* ptr) {
+  Context context = gatherContext(RecordContext::ALL);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = active_.find(ptr);
+  TORCH_INTERNAL_ASSERT(found != active_.end(), "foo allocator: freeing an unknown pointer");
+  Block* block = found->second;
+  active_.erase(found);
+  const bool small = block->small;
+  updateStat(stats_.allocation, small, -1);
+  updateStat(stats_.allocated_bytes, small, -static_cast<int64_t>(block->size));
+  updateStat(stats_.active, small, -1);
+  updateStat(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
+  updateStat(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
+  if (block->counted_oversize) stats_.oversize_allocations.decrease(1);
+  reportToProfiler(block->ptr, -static_cast<int64_t>(block->size));
+  block->allocated = false;
+  block->context.reset();
+  trace_.record(TraceEntry::FREE_REQUESTED, block->ptr, block->requested, block->stream, context);
+  // A deleter must not throw: a marker that cannot be recorded (a forked child) just delays nothing.
+  for (fooStream_t used_on : block->stream_uses) {
+    fooEvent_t event = nullptr;
+    if (fooEventCreate(&event, 0) != fooSuccess) continue;
+    if (fooEventRecord(event, device_, used_on) != fooSuccess) {
       fooEventDestroy(event);
-      Block* done = block;
-      pending_.pop_front();
-      if (--done->pending_events == 0) completeFree(done, nullptr);
+      continue;
     }
+    pending_.emplace_back(event, block);
+    block->pending_events += 1;
   }
+  block->stream_uses.clear();
+  if (block->pending_events == 0) completeFree(block, std::move(context));
+}
 
-  // A freed block no other stream still uses goes back to the cache.
-  void completeFree(Block* block, std::shared_ptr<c10::GatheredContext> context) {
-    record(TraceEntry::FREE_COMPLETED, block->ptr, block->requested, block->stream, std::move(context));
-    cacheBlock(block);
+void DeviceCache::recordStream(void* ptr, fooStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = active_.find(ptr);
+  if (found == active_.end()) return;
+  Block* block = found->second;
+  if (stream == block->stream) return;
+  auto& uses = block->stream_uses;
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+}
+
+// Caches the freed blocks whose users on other streams are done (events complete in stream order).
+void DeviceCache::processEvents() {
+  while (!pending_.empty()) {
+    auto& [event, block] = pending_.front();
+    if (fooEventQuery(event) != fooSuccess) break;
+    fooEventDestroy(event);
+    Block* done = block;
+    pending_.pop_front();
+    if (--done->pending_events == 0) completeFree(done, nullptr);
   }
+}
 
-  // One action in this device's history (a ring buffer of the last max_entries_), when it is kept.
-  void record(TraceEntry::Action action, const void* addr, size_t size, fooStream_t stream,
-              std::shared_ptr<c10::GatheredContext> context) {
-    if (!g_record_trace.load(std::memory_order_relaxed) || max_entries_ == 0) return;
-    TraceEntry entry(action, device_, reinterpret_cast<size_t>(addr), size, reinterpret_cast<void*>(stream), {0, 0},
-                     wallClockMicroseconds(), std::move(context));
-    if (trace_.size() < max_entries_) {
-      trace_.push_back(std::move(entry));
+// A freed block no other stream still uses goes back to the cache.
+void DeviceCache::completeFree(Block* block, Context context) {
+  trace_.record(TraceEntry::FREE_COMPLETED, block->ptr, block->requested, block->stream, std::move(context));
+  cacheBlock(block);
+}
+
+// Returns a free block to its pool, merged with free neighbours of its segment.
+void DeviceCache::cacheBlock(Block* block) {
+  const bool small = block->small;
+  Pool& pool = poolFor(block->pool, small);
+  int64_t split_blocks = 0;
+  int64_t split_bytes = 0;
+  for (Block* neighbour : {block->prev, block->next}) {
+    // A neighbour freed while other streams may still use it is not in the pool yet.
+    if (neighbour == nullptr || neighbour->allocated || neighbour->pending_events > 0) continue;
+    takeFromPool(pool, pool.find(neighbour));
+    split_blocks -= 1;
+    split_bytes -= static_cast<int64_t>(neighbour->size);
+    if (neighbour == block->prev) {
+      block->ptr = neighbour->ptr;
+      block->prev = neighbour->prev;
+      if (block->prev) block->prev->next = block;
     } else {
-      trace_[trace_next_] = std::move(entry);
-      trace_next_ = (trace_next_ + 1) % max_entries_;
+      block->next = neighbour->next;
+      if (block->next) block->next->prev = block;
     }
+    block->size += neighbour->size;
+    spare_blocks_.push_back(neighbour);
   }
-
-  // Returns a free block to its pool, merged with free neighbours of its segment.
-  void cacheBlock(Block* block) {
-    const bool small = block->small;
-    Pool& pool = poolFor(block->pool, small);
-    int64_t split_blocks = 0;
-    int64_t split_bytes = 0;
-    for (Block* neighbour : {block->prev, block->next}) {
-      // A neighbour freed while other streams may still use it is not in the pool yet.
-      if (neighbour == nullptr || neighbour->allocated || neighbour->pending_events > 0) continue;
-      takeFromPool(pool, pool.find(neighbour));
-      split_blocks -= 1;
-      split_bytes -= static_cast<int64_t>(neighbour->size);
-      if (neighbour == block->prev) {
-        block->ptr = neighbour->ptr;
-        block->prev = neighbour->prev;
-        if (block->prev) block->prev->next = block;
-      } else {
-        block->next = neighbour->next;
-        if (block->next) block->next->prev = block;
-      }
-      block->size += neighbour->size;
-      spare_blocks_.push_back(neighbour);
-    }
-    if (block->isSplit()) {
-      split_blocks += 1;
-      split_bytes += static_cast<int64_t>(block->size);
-    }
-    updateStat(stats_.inactive_split, small, split_blocks);
-    updateStat(stats_.inactive_split_bytes, small, split_bytes);
-    putInPool(pool, block);
-    if (block->pool != nullptr && block->pool->graphs == 0) forgetIfUnused(block->pool);
+  if (block->isSplit()) {
+    split_blocks += 1;
+    split_bytes += static_cast<int64_t>(block->size);
   }
+  updateStat(stats_.inactive_split, small, split_blocks);
+  updateStat(stats_.inactive_split_bytes, small, split_bytes);
+  putInPool(pool, block);
+  if (block->pool != nullptr && block->pool->graphs == 0) forgetIfUnused(block->pool);
+}
 
-  // A pool no graph uses any more: its whole free segments go back to the device, and it goes once empty.
-  void forgetIfUnused(PrivatePool* pool) {
-    releaseWholeSegments(pool->small);
-    releaseWholeSegments(pool->large);
-    if (pool->small.empty() && pool->large.empty() && !usedBy(pool)) private_pools_.erase(pool->id);
+// ---- Blocks and pools
+
+// Splitting and merging happen on every small allocation; recycling Block objects and the pools'
+// tree nodes keeps the steady state free of heap traffic.
+Block* DeviceCache::newBlock(size_t size, char* ptr, bool small, fooStream_t stream) {
+  if (spare_blocks_.empty()) return new Block{size, ptr, small, stream};
+  Block* block = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  *block = Block{size, ptr, small, stream};
+  return block;
+}
+
+Block* DeviceCache::takeFromPool(Pool& pool, Pool::iterator it) {
+  Pool::node_type node = pool.extract(it);
+  Block* block = node.value();
+  spare_nodes_.push_back(std::move(node));
+  return block;
+}
+
+void DeviceCache::putInPool(Pool& pool, Block* block) {
+  if (spare_nodes_.empty()) {
+    pool.insert(block);
+    return;
   }
+  Pool::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.value() = block;
+  pool.insert(std::move(node));
+}
 
- public:
-  // Queued work may still use cached blocks: the device finishes it before they are released.
-  void emptyCache() {
-    FOO_CHECK(fooDeviceSynchronize(device_));
-    std::lock_guard<std::mutex> lock(mutex_);
-    processEvents();
-    releaseCachedSegments();
-  }
-
-  DeviceStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    DeviceStats stats = stats_;
-    stats.max_split_size = static_cast<int64_t>(AcceleratorAllocatorConfig::max_split_size());
-    return stats;
-  }
-
-  void resetAccumulated() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    forEachStatArray([](StatArray& a) { for (auto& s : a) s.reset_accumulated(); });
-    stats_.num_alloc_retries = 0;
-    stats_.num_ooms = 0;
-    stats_.num_device_alloc = 0;
-    stats_.num_device_free = 0;
-    stats_.oversize_allocations.reset_accumulated();
-    stats_.oversize_segments.reset_accumulated();
-  }
-
-  void resetPeak() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    forEachStatArray([](StatArray& a) { for (auto& s : a) s.reset_peak(); });
-    stats_.oversize_allocations.reset_peak();
-    stats_.oversize_segments.reset_peak();
-  }
-
-  void setLimit(size_t limit) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    limit_ = limit;
-  }
-
-  void setHistory(size_t max_entries, bool clear) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (clear || max_entries != max_entries_) {
-      // Keeps the newest entries, oldest first, within the new limit.
-      std::vector<TraceEntry> kept = orderedTrace();
-      if (clear) kept.clear();
-      if (kept.size() > max_entries) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(max_entries));
-      trace_ = std::move(kept);
-      trace_next_ = 0;
-    }
-    max_entries_ = max_entries;
-  }
-
-  // This device's segments (a segment is a chain of blocks from one fooMalloc) and its history.
-  void snapshot(CachingAllocator::Snapshot& out) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    record(TraceEntry::SNAPSHOT, nullptr, 0, 0, nullptr);
-    std::set<Block*> blocks;
-    for (const auto& [ptr, block] : active_) blocks.insert(block);
-    for (const auto& [event, block] : pending_) blocks.insert(block);
-    for (const Pool* pool : {&small_pool_, &large_pool_}) blocks.insert(pool->begin(), pool->end());
-    for (const auto& [id, pool] : private_pools_) {
-      blocks.insert(pool->small.begin(), pool->small.end());
-      blocks.insert(pool->large.begin(), pool->large.end());
-    }
-    std::vector<Block*> heads;
-    for (Block* block : blocks)
-      if (block->prev == nullptr) heads.push_back(block);
-    std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
-    for (Block* head : heads) {
-      c10::CachingDeviceAllocator::SegmentInfo segment;
-      segment.device = device_;
-      segment.address = reinterpret_cast<size_t>(head->ptr);
-      segment.stream = reinterpret_cast<void*>(head->stream);
-      segment.is_large = !head->small;
-      if (head->pool != nullptr) segment.owner_private_pool_id = head->pool->id;
-      for (Block* block = head; block != nullptr; block = block->next) {
-        c10::CachingDeviceAllocator::BlockInfo info;
-        info.size = block->size;
-        info.allocated = block->allocated;
-        info.active = block->allocated || block->pending_events > 0;
-        info.requested_size = info.active ? block->requested : 0;
-        info.context_when_allocated = block->context;
-        segment.total_size += block->size;
-        if (info.allocated) segment.allocated_size += block->size;
-        if (info.active) segment.active_size += block->size;
-        segment.requested_size += info.requested_size;
-        segment.blocks.push_back(std::move(info));
-      }
-      out.segments.push_back(std::move(segment));
-    }
-    out.device_traces.push_back(orderedTrace());
-  }
-
- private:
-  // Splitting and merging happen on every small allocation; recycling Block objects and the pools'
-  // tree nodes keeps the steady state free of heap traffic.
-  Block* newBlock(size_t size, char* ptr, bool small, fooStream_t stream) {
-    if (spare_blocks_.empty()) return new Block{size, ptr, small, stream};
-    Block* block = spare_blocks_.back();
-    spare_blocks_.pop_back();
-    *block = Block{size, ptr, small, stream};
-    return block;
-  }
-
-  Block* takeFromPool(Pool& pool, Pool::iterator it) {
-    Pool::node_type node = pool.extract(it);
-    Block* block = node.value();
-    spare_nodes_.push_back(std::move(node));
-    return block;
-  }
-
-  void putInPool(Pool& pool, Block* block) {
-    if (spare_nodes_.empty()) {
-      pool.insert(block);
-      return;
-    }
-    Pool::node_type node = std::move(spare_nodes_.back());
-    spare_nodes_.pop_back();
-    node.value() = block;
-    pool.insert(std::move(node));
-  }
-
-  // A cached block of the stream's pool that fits, or nullptr.
-  Block* takeCached(Pool& pool, size_t size, bool small, fooStream_t stream) {
-    Block key{size, nullptr, small, stream};
-    auto it = pool.lower_bound(&key);
-    if (it == pool.end() || (*it)->stream != stream) return nullptr;
-    // An oversize block (which is never split) only serves a request of nearly its size.
-    if (oversize((*it)->size) &&
-        (!oversize(size) || (*it)->size >= size + AcceleratorAllocatorConfig::max_non_split_rounding_size())) {
-      return nullptr;
-    }
-    Block* block = takeFromPool(pool, it);
-    if (block->isSplit()) {
-      updateStat(stats_.inactive_split, small, -1);
-      updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
-    }
-    return block;
-  }
-
-  std::vector<TraceEntry> orderedTrace() const {
-    std::vector<TraceEntry> ordered(trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_), trace_.end());
-    ordered.insert(ordered.end(), trace_.begin(), trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_));
-    return ordered;
-  }
-
-  // A fresh segment from the device, or nullptr when the device (or the memory limit) has no room.
-  Block* newSegment(size_t size, bool small, fooStream_t stream, const std::shared_ptr<c10::GatheredContext>& context,
-                    PrivatePool* private_pool) {
-    const size_t bytes = segmentSize(size);
-    collectGarbage(bytes);
-    void* ptr = nullptr;
-    const fooError_t error = reserved() + bytes <= limit_ ? fooMalloc(device_, &ptr, bytes) : fooErrorMemoryAllocation;
-    if (error == fooErrorMemoryAllocation) return nullptr;
-    FOO_CHECK(error);
-    stats_.num_device_alloc += 1;
-    updateStat(stats_.segment, small, 1);
-    updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
-    record(TraceEntry::SEGMENT_ALLOC, ptr, bytes, stream, recording(RecordContext::ALLOC) ? context : nullptr);
-    if (oversize(bytes)) stats_.oversize_segments.increase(1);
-    Block* block = newBlock(bytes, static_cast<char*>(ptr), small, stream);
-    block->pool = private_pool;
-    return block;
-  }
-
-  [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream) {
-    stats_.num_ooms += 1;
-    size_t free_bytes = 0;
-    size_t total_bytes = 0;
-    fooMemGetInfo(device_, &free_bytes, &total_bytes);
-    record(TraceEntry::OOM, reinterpret_cast<void*>(free_bytes), requested, stream, nullptr);
-    const size_t allocated = static_cast<size_t>(stats_.allocated_bytes[0].current);
-    std::string limit_note;
-    if (limit_ < total_bytes) limit_note = " The process is limited to " + mib(limit_) + " by set_per_process_memory_fraction.";
-    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(requested), allocated, reserved(), fooDevice(device_));
-    TORCH_CHECK_WITH(
-        OutOfMemoryError, false, "foo out of memory. Tried to allocate ", mib(requested), ". foo:", static_cast<int>(device_),
-        " has a total capacity of ", mib(total_bytes), " of which ", mib(free_bytes), " is free. Of the allocated memory ",
-        mib(allocated), " is allocated by PyTorch, and ", mib(reserved() - allocated),
-        " is reserved by PyTorch but unallocated.", limit_note,
-        " torch.foo.memory_summary() shows the allocator's statistics, and torch.foo.memory._record_memory_history()"
-        " with torch.foo.memory._dump_snapshot() what allocated the memory.");
-  }
-
-  void releaseCachedSegments() {
-    for (auto* pool : {&small_pool_, &large_pool_}) releaseWholeSegments(*pool);
-  }
-
-  // Frees the cached blocks of `pool` that are whole segments.
-  void releaseWholeSegments(Pool& pool) {
-    for (auto it = pool.begin(); it != pool.end();) {
-      Block* block = *it;
-      if (block->isSplit()) {
-        ++it;
-        continue;
-      }
-      fooFree(device_, block->ptr);
-      record(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
-      if (oversize(block->size) && stats_.oversize_segments.current > 0) stats_.oversize_segments.decrease(1);
-      stats_.num_device_free += 1;
-      updateStat(stats_.segment, block->small, -1);
-      updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
-      it = pool.erase(it);
-      spare_blocks_.push_back(block);
-    }
-  }
-
-  Pool& poolFor(PrivatePool* private_pool, bool small) {
-    if (private_pool != nullptr) return small ? private_pool->small : private_pool->large;
-    return small ? small_pool_ : large_pool_;
-  }
-
-  // The pool a capture that `stream` records into (its own, or one it joined) allocates from, if any.
-  PrivatePool* capturingPool(fooStream_t stream) const {
-    if (captures_.empty()) return nullptr;
-    unsigned long long capture_id = 0;
-    if (fooStreamGetCaptureId(device_, stream, &capture_id) != fooSuccess || capture_id == 0) return nullptr;
-    for (const auto& [capturing, pool] : captures_)
-      if (capturing == capture_id) return pool;
+// A cached block of the stream's pool that fits, or nullptr.
+Block* DeviceCache::takeCached(Pool& pool, size_t size, bool small, fooStream_t stream) {
+  Block key{size, nullptr, small, stream};
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  // An oversize block (which is never split) only serves a request of nearly its size.
+  if (oversize((*it)->size) &&
+      (!oversize(size) || (*it)->size >= size + AcceleratorAllocatorConfig::max_non_split_rounding_size())) {
     return nullptr;
   }
-
- public:
-  void beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::unique_ptr<PrivatePool>& pool = private_pools_[id];
-    if (!pool) pool = std::make_unique<PrivatePool>(id);
-    pool->graphs += 1;
-    captures_.emplace_back(capture_id, pool.get());
+  Block* block = takeFromPool(pool, it);
+  if (block->isSplit()) {
+    updateStat(stats_.inactive_split, small, -1);
+    updateStat(stats_.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
   }
+  return block;
+}
 
-  void endAllocateToPool(c10::MempoolId_t id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
-                                   [&](const auto& capture) { return capture.second->id == id; }),
-                    captures_.end());
-  }
+// A fresh segment from the device, or nullptr when the device (or the memory limit) has no room.
+Block* DeviceCache::newSegment(size_t size, bool small, fooStream_t stream, const Context& context,
+                               PrivatePool* private_pool) {
+  const size_t bytes = segmentSize(size);
+  collectGarbage(bytes);
+  void* ptr = nullptr;
+  const fooError_t error = reserved() + bytes <= limit_ ? fooMalloc(device_, &ptr, bytes) : fooErrorMemoryAllocation;
+  if (error == fooErrorMemoryAllocation) return nullptr;
+  FOO_CHECK(error);
+  stats_.num_device_alloc += 1;
+  updateStat(stats_.segment, small, 1);
+  updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(bytes));
+  trace_.record(TraceEntry::SEGMENT_ALLOC, ptr, bytes, stream, recording(RecordContext::ALLOC) ? context : nullptr);
+  if (oversize(bytes)) stats_.oversize_segments.increase(1);
+  Block* block = newBlock(bytes, static_cast<char*>(ptr), small, stream);
+  block->pool = private_pool;
+  return block;
+}
 
-  // A graph using the pool is gone; with the last one, the pool's free segments go back to the device
-  // (blocks graph outputs still hold join them when freed: their segments stay reserved until then).
-  void releasePool(c10::MempoolId_t id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = private_pools_.find(id);
-    if (found == private_pools_.end()) return;
-    PrivatePool& pool = *found->second;
-    if (--pool.graphs > 0) return;
-    processEvents();
-    forgetIfUnused(&pool);
-  }
+Pool& DeviceCache::poolFor(PrivatePool* private_pool, bool small) {
+  if (private_pool != nullptr) return small ? private_pool->small : private_pool->large;
+  return small ? small_pool_ : large_pool_;
+}
 
- private:
-  bool usedBy(const PrivatePool* pool) const {
-    for (const auto& [ptr, block] : active_)
-      if (block->pool == pool) return true;
-    for (const auto& [event, block] : pending_)
-      if (block->pool == pool) return true;
-    return false;
-  }
+// The pool a capture that `stream` records into (its own, or one it joined) allocates from, if any.
+PrivatePool* DeviceCache::capturingPool(fooStream_t stream) const {
+  if (captures_.empty()) return nullptr;
+  unsigned long long capture_id = 0;
+  if (fooStreamGetCaptureId(device_, stream, &capture_id) != fooSuccess || capture_id == 0) return nullptr;
+  for (const auto& [capturing, pool] : captures_)
+    if (capturing == capture_id) return pool;
+  return nullptr;
+}
 
-  size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
+// ---- Giving memory back to the device
 
-  // garbage_collection_threshold, as CUDA's allocator applies it: under a memory fraction, a new segment that
-  // would take reserved memory past that share of the limit first gives the cached free segments back.
-  void collectGarbage(size_t incoming) {
-    const double threshold = AcceleratorAllocatorConfig::garbage_collection_threshold();
-    if (threshold <= 0.0 || limit_ == std::numeric_limits<size_t>::max()) return;
-    if (static_cast<double>(reserved() + incoming) > threshold * static_cast<double>(limit_)) releaseCachedSegments();
-  }
+void DeviceCache::emptyCache() {
+  FOO_CHECK(fooDeviceSynchronize(device_));
+  std::lock_guard<std::mutex> lock(mutex_);
+  processEvents();
+  releaseCachedSegments();
+}
 
-  // What torch.profiler(profile_memory=True) records of each allocation and free, as CUDA's allocator reports.
-  void reportToProfiler(void* ptr, int64_t delta) const {
-    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(stats_.allocated_bytes[0].current), reserved(),
-                                     fooDevice(device_));
-  }
+// garbage_collection_threshold, as CUDA's allocator applies it: under a memory fraction, a new segment that
+// would take reserved memory past that share of the limit first gives the cached free segments back.
+void DeviceCache::collectGarbage(size_t incoming) {
+  const double threshold = AcceleratorAllocatorConfig::garbage_collection_threshold();
+  if (threshold <= 0.0 || limit_ == std::numeric_limits<size_t>::max()) return;
+  if (static_cast<double>(reserved() + incoming) > threshold * static_cast<double>(limit_)) releaseCachedSegments();
+}
 
-  // Every allocation counts in the aggregate and in its pool's statistics.
-  static void updateStat(StatArray& stats, bool small, int64_t delta) {
-    c10::CachingAllocator::Stat& all = stats[static_cast<size_t>(StatType::AGGREGATE)];
-    c10::CachingAllocator::Stat& pool = stats[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)];
-    if (delta >= 0) {
-      all.increase(static_cast<size_t>(delta));
-      pool.increase(static_cast<size_t>(delta));
-    } else {
-      all.decrease(static_cast<size_t>(-delta));
-      pool.decrease(static_cast<size_t>(-delta));
+void DeviceCache::releaseCachedSegments() {
+  for (auto* pool : {&small_pool_, &large_pool_}) releaseWholeSegments(*pool);
+}
+
+// Frees the cached blocks of `pool` that are whole segments. This runs inside deleters too (a free that
+// completes a graph pool's release), which must not throw: a segment the runtime refuses to free is
+// reported with a warning, and forgotten as if freed.
+void DeviceCache::releaseWholeSegments(Pool& pool) {
+  for (auto it = pool.begin(); it != pool.end();) {
+    Block* block = *it;
+    if (block->isSplit()) {
+      ++it;
+      continue;
     }
+    const fooError_t error = fooFree(device_, block->ptr);
+    if (C10_UNLIKELY(error != fooSuccess)) {
+      TORCH_WARN("foo allocator: freeing a cached segment of ", mib(block->size), " on foo:", static_cast<int>(device_),
+                 " failed: ", fooGetErrorString(error));
+    }
+    trace_.record(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
+    if (oversize(block->size) && stats_.oversize_segments.current > 0) stats_.oversize_segments.decrease(1);
+    stats_.num_device_free += 1;
+    updateStat(stats_.segment, block->small, -1);
+    updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+    it = pool.erase(it);
+    spare_blocks_.push_back(block);
   }
+}
 
-  template <class F>
-  void forEachStatArray(F f) {
-    for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-                         &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                         &stats_.inactive_split_bytes, &stats_.requested_bytes})
-      f(*a);
-  }
+// ---- Statistics and the memory limit
 
-  const c10::DeviceIndex device_;
-  std::mutex mutex_;
-  Pool small_pool_;
-  Pool large_pool_;
-  std::vector<Block*> spare_blocks_;
-  std::vector<Pool::node_type> spare_nodes_;
-  ska::flat_hash_map<void*, Block*> active_;
-  std::deque<std::pair<fooEvent_t, Block*>> pending_;  // freed blocks still used by other streams
-  DeviceStats stats_;
-  size_t limit_ = std::numeric_limits<size_t>::max();
-  std::vector<TraceEntry> trace_;  // a ring buffer: trace_next_ is the oldest entry once it is full
-  size_t trace_next_ = 0;
-  size_t max_entries_ = 0;
-  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
-  std::vector<std::pair<unsigned long long, PrivatePool*>> captures_;  // graphs being captured, by capture id
-};
+DeviceStats DeviceCache::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceStats stats = stats_;
+  stats.max_split_size = static_cast<int64_t>(AcceleratorAllocatorConfig::max_split_size());
+  return stats;
+}
+
+void DeviceCache::resetAccumulated() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  forEachStatArray(stats_, [](StatArray& a) { for (auto& s : a) s.reset_accumulated(); });
+  stats_.num_alloc_retries = 0;
+  stats_.num_ooms = 0;
+  stats_.num_device_alloc = 0;
+  stats_.num_device_free = 0;
+  stats_.oversize_allocations.reset_accumulated();
+  stats_.oversize_segments.reset_accumulated();
+}
+
+void DeviceCache::resetPeak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  forEachStatArray(stats_, [](StatArray& a) { for (auto& s : a) s.reset_peak(); });
+  stats_.oversize_allocations.reset_peak();
+  stats_.oversize_segments.reset_peak();
+}
+
+void DeviceCache::setLimit(size_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  limit_ = limit;
+}
+
+// What torch.profiler(profile_memory=True) records of each allocation and free, as CUDA's allocator reports.
+void DeviceCache::reportToProfiler(void* ptr, int64_t delta) const {
+  c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(stats_.allocated_bytes[0].current), reserved(),
+                                   fooDevice(device_));
+}
+
+// ---- Graph memory pools
+
+void DeviceCache::beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_ptr<PrivatePool>& pool = private_pools_[id];
+  if (!pool) pool = std::make_unique<PrivatePool>(id);
+  pool->graphs += 1;
+  captures_.emplace_back(capture_id, pool.get());
+}
+
+void DeviceCache::endAllocateToPool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
+                                 [&](const auto& capture) { return capture.second->id == id; }),
+                  captures_.end());
+}
+
+void DeviceCache::releasePool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = private_pools_.find(id);
+  if (found == private_pools_.end()) return;
+  PrivatePool& pool = *found->second;
+  if (--pool.graphs > 0) return;
+  processEvents();
+  forgetIfUnused(&pool);
+}
+
+// A pool no graph uses any more: its whole free segments go back to the device, and it goes once empty.
+void DeviceCache::forgetIfUnused(PrivatePool* pool) {
+  releaseWholeSegments(pool->small);
+  releaseWholeSegments(pool->large);
+  if (pool->small.empty() && pool->large.empty() && !usedBy(pool)) private_pools_.erase(pool->id);
+}
+
+bool DeviceCache::usedBy(const PrivatePool* pool) const {
+  for (const auto& [ptr, block] : active_)
+    if (block->pool == pool) return true;
+  for (const auto& [event, block] : pending_)
+    if (block->pool == pool) return true;
+  return false;
+}
 
 DeviceCache& deviceCache(c10::DeviceIndex device) {
   static const auto caches = perDevice([](c10::DeviceIndex d) { return std::make_unique<DeviceCache>(d); });
   return *caches[static_cast<size_t>(device)];
 }
+
+}  // namespace allocator
+
+namespace {
+
+using allocator::deviceCache;
 
 void freeDeviceAddress(void* ptr) { deviceCache(static_cast<c10::DeviceIndex>(fooPointerGetDevice(ptr))).free(ptr); }
 
@@ -642,6 +533,8 @@ constexpr auto kDeviceDeleters = makeDeviceDeleters(std::make_index_sequence<FOO
 
 }  // namespace
 
+// ---- CachingAllocator: allocation
+
 c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes) {
   const c10::Device where = fooDevice(device);
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
@@ -652,6 +545,10 @@ c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes
 
 c10::DataPtr CachingAllocator::allocate(size_t nbytes) { return allocateOn(currentDevice(), nbytes); }
 
+c10::DataPtr CachingAllocator::ownedDataPtr(void* ptr, c10::DeviceIndex device) {
+  return c10::DataPtr(ptr, ptr, kDeviceDeleters[static_cast<size_t>(device)], fooDevice(device));
+}
+
 c10::DeleterFnPtr CachingAllocator::raw_deleter() const { return &freeDeviceAddress; }
 
 void CachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
@@ -661,17 +558,14 @@ void CachingAllocator::copy_data(void* dest, const void* src, std::size_t count)
                  [&] { std::memcpy(kernel_dest, kernel_src, count); }, fooActivityKindMemcpy);
 }
 
-bool CachingAllocator::initialized() { return fooIsInitialized() != 0; }
-
-void CachingAllocator::emptyCache(c10::MempoolId_t) {
-  if (!initialized()) return;
-  for (int d = 0; d < deviceCount(); ++d) deviceCache(static_cast<c10::DeviceIndex>(d)).emptyCache();
-}
-
 void CachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (ptr.get() == nullptr || ptr.device().type() != c10::DeviceType::PrivateUse1) return;
   deviceCache(ptr.device().index()).recordStream(ptr.get(), FooStream::of(stream).id);
 }
+
+bool CachingAllocator::initialized() { return fooIsInitialized() != 0; }
+
+// ---- CachingAllocator: statistics and device memory
 
 c10::CachingDeviceAllocator::DeviceStats CachingAllocator::getDeviceStats(c10::DeviceIndex device) {
   checkDeviceIndex(device);
@@ -696,27 +590,20 @@ std::pair<size_t, size_t> CachingAllocator::getMemoryInfo(c10::DeviceIndex devic
   return {free_bytes, total_bytes};
 }
 
+// ---- CachingAllocator: settings
+
+void CachingAllocator::emptyCache(c10::MempoolId_t) {
+  if (!initialized()) return;
+  for (int d = 0; d < deviceCount(); ++d) deviceCache(static_cast<c10::DeviceIndex>(d)).emptyCache();
+}
+
 void CachingAllocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
   checkDeviceIndex(device);
   TORCH_CHECK(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
   deviceCache(device).setLimit(static_cast<size_t>(fraction * static_cast<double>(getMemoryInfo(device).second)));
 }
 
-void CachingAllocator::recordHistory(bool trace, CreateContextFn recorder, RecordContext when, size_t max_entries,
-                                     bool clear) {
-  g_context_recorder.store(recorder, std::memory_order_relaxed);
-  g_record_when.store(static_cast<int>(recorder != nullptr ? when : RecordContext::NEVER), std::memory_order_relaxed);
-  g_record_trace.store(trace, std::memory_order_relaxed);
-  // Turning the history off keeps what it recorded (for a snapshot after it), unless asked to clear.
-  for (int d = 0; d < deviceCount(); ++d) {
-    DeviceCache& cache = deviceCache(static_cast<c10::DeviceIndex>(d));
-    if (trace) {
-      cache.setHistory(max_entries, clear);
-    } else if (clear) {
-      cache.setHistory(0, true);
-    }
-  }
-}
+// ---- CachingAllocator: graph memory pools
 
 void CachingAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
                                            unsigned long long capture_id) {
@@ -729,19 +616,11 @@ void CachingAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId
 
 void CachingAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id) { deviceCache(device).releasePool(id); }
 
-CachingAllocator::Snapshot CachingAllocator::snapshot() {
-  Snapshot out;
-  for (int d = 0; d < deviceCount(); ++d) deviceCache(static_cast<c10::DeviceIndex>(d)).snapshot(out);
-  return out;
-}
+// ---- The allocator, and storage resizing
 
 CachingAllocator& cachingAllocator() {
   static CachingAllocator allocator;
   return allocator;
-}
-
-c10::DataPtr CachingAllocator::ownedDataPtr(void* ptr, c10::DeviceIndex device) {
-  return c10::DataPtr(ptr, ptr, kDeviceDeleters[static_cast<size_t>(device)], fooDevice(device));
 }
 
 void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {

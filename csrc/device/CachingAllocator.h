@@ -1,5 +1,6 @@
 // The foo caching allocator: device memory for foo tensors, reused across allocations like
 // c10/cuda's CUDACachingAllocator (block pools, splitting, per-device stats, a memory limit).
+// CachingAllocator.cpp holds its core, AllocatorHistory.cpp the memory history and snapshots.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -13,40 +14,52 @@ namespace foo {
 
 class CachingAllocator final : public c10::DeviceAllocator {
  public:
-  // Allocates on the current foo device; the DataPtr holds a device address.
+  // ---- Allocation
+  // Allocates on the current foo device (allocateOn: on `device`), for the current stream; the DataPtr
+  // holds a device address.
   c10::DataPtr allocate(size_t nbytes) override;
-  c10::DeleterFnPtr raw_deleter() const override;
-  void copy_data(void* dest, const void* src, std::size_t count) const override;
-
-  bool initialized() override;
-  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
-  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
-  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
-  void resetAccumulatedStats(c10::DeviceIndex device) override;
-  void resetPeakStats(c10::DeviceIndex device) override;
-  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
-
   c10::DataPtr allocateOn(c10::DeviceIndex device, size_t nbytes);
   // The owning DataPtr of a block this allocator handed out on `device` (whose owner gave it up).
   c10::DataPtr ownedDataPtr(void* ptr, c10::DeviceIndex device);
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+  // Tensor.record_stream: once freed, the block is reused only after the work queued on `stream` until
+  // then is done.
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  bool initialized() override;
+
+  // ---- Statistics (torch.foo.memory_stats) and the device's memory
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;  // free and total bytes
+
+  // ---- Settings: the cache and the memory limit
+  // torch.foo.empty_cache: once queued work is done, the shared pools' cached free segments go back to
+  // the device (graph pools keep theirs).
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  // torch.foo.set_per_process_memory_fraction: at most `fraction` of the device's memory is reserved.
   void setMemoryFraction(double fraction, c10::DeviceIndex device);
 
-  // Memory history, as CUDA's allocator keeps it (torch.foo.memory._record_memory_history): `recorder`
-  // gathers the stack of an allocation (and of a free, with RecordContext::ALL) when `when` asks for
-  // it; with `trace`, each device keeps its last `max_entries` actions.
+  // ---- Graph memory pools (CUDA's private pools)
+  // From beginAllocateToPool to endAllocateToPool, allocations on the streams recording into capture
+  // `capture_id` (the capturing stream, and streams that joined it) come from the pool `id` (created on
+  // first use; graphs that pass the same id share it), whose blocks serve only such allocations.
+  // releasePool: one graph using it is gone.
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, unsigned long long capture_id);
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
+
+  // ---- Memory history and snapshots (AllocatorHistory.cpp)
+  // As CUDA's allocator keeps it (torch.foo.memory._record_memory_history): `recorder` gathers the stack
+  // of an allocation (and of a free, with RecordContext::ALL) when `when` asks for it; with `trace`, each
+  // device keeps its last `max_entries` actions.
   void recordHistory(bool trace, c10::CachingDeviceAllocator::CreateContextFn recorder,
                      c10::CachingDeviceAllocator::RecordContext when, size_t max_entries, bool clear);
   struct Snapshot {
     std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;  // of every device
     std::vector<std::vector<c10::CachingDeviceAllocator::TraceEntry>> device_traces;  // per device, oldest first
   };
-  // Graph memory pools (CUDA's private pools). From beginAllocateToPool to endAllocateToPool, allocations on
-  // the streams recording into capture `capture_id` (the capturing stream, and streams that joined it)
-  // come from the pool `id` (created on first use; graphs that pass the same id share it), whose blocks
-  // serve only such allocations. releasePool: one graph using it is gone.
-  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, unsigned long long capture_id);
-  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
-  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
   // The segments and blocks of every device, and their recorded histories (entry times: microseconds
   // since the epoch). Records a "snapshot" action.
   Snapshot snapshot();

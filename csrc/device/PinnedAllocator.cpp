@@ -48,7 +48,10 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
     const c10::DeviceIndex device = currentDevice();
     return FooStream::current(device).unwrap();
   }
-  bool stream_is_capturing(c10::Stream) const override { return false; }  // foo has no graph capture
+  // CachingHostAllocatorImpl asks only while pinned memory is being allocated to a graph's private pool
+  // (after begin_allocate_to_pool). foo's graph capture (graphs/FooGraph.cpp) gives private pools to
+  // device memory only, never to pinned memory, so this is never asked.
+  bool stream_is_capturing(c10::Stream) const override { return false; }
 };
 
 DECLARE_HOST_ALLOCATOR(PinnedAllocator, PinnedAllocatorImpl, freePinned, g_pinned_allocator)

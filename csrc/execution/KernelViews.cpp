@@ -67,8 +67,7 @@ bool isOutputHint(void* ptr) {
 void rawDeleteEither(void* ptr) {
   if (isOutputHint(ptr)) return;
   if (fooDeviceAddress(ptr) != nullptr) {
-    const int device = fooPointerGetDevice(fooDeviceAddress(ptr));
-    kernelViewAllocator(static_cast<c10::DeviceIndex>(device))->raw_deleter()(ptr);
+    freeKernelView(ptr);  // the raw deleter of every device's kernel-view allocator
   } else {
     g_host_raw_deleter(ptr);
   }

@@ -1,0 +1,156 @@
+// Private to the caching allocator: one device's cache, shared by its two translation units.
+// CachingAllocator.cpp defines the core (block pools, malloc/free, stream-ordered reuse, record_stream,
+// stats, the memory limit, graph pools); AllocatorHistory.cpp defines the history and the snapshot.
+// Nothing else includes this header.
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/flat_hash_map.h>
+
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "device/AllocatorHistory.h"
+#include "device/CachingAllocator.h"
+
+namespace foo::allocator {
+
+struct PrivatePool;
+
+struct Block {
+  size_t size;
+  char* ptr;  // device address
+  bool small;
+  // As in CUDA's allocator, a segment and its blocks belong to the stream they were allocated on: a
+  // block freed by the host is reused only by that stream, whose queued work is ordered before the new
+  // user's. Other streams that used it (Tensor.record_stream) delay its reuse until their work is done.
+  fooStream_t stream = 0;
+  bool allocated = false;
+  size_t requested = 0;
+  Block* prev = nullptr;  // neighbours inside the same segment
+  Block* next = nullptr;
+  std::vector<fooStream_t> stream_uses;
+  int pending_events = 0;
+  bool counted_oversize = false;  // counted in oversize_allocations (the setting may change while it lives)
+  PrivatePool* pool = nullptr;    // the graph memory pool its segment belongs to (nullptr: the shared pools)
+  std::shared_ptr<c10::GatheredContext> context;  // the stack that allocated it, when history records stacks
+  bool isSplit() const { return prev != nullptr || next != nullptr; }
+};
+
+struct BlockLess {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
+    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+  }
+};
+
+// Cached free blocks, by stream, then size, then address.
+using Pool = std::set<Block*, BlockLess>;
+
+// The memory pool of graphs (CUDA's private pools): allocations made while a graph is captured come from
+// segments only such captures use, so memory a graph's replays write is never handed to other tensors.
+struct PrivatePool {
+  explicit PrivatePool(c10::MempoolId_t pool_id) : id(pool_id) {}
+  c10::MempoolId_t id;
+  Pool small, large;  // its cached free blocks
+  int graphs = 0;     // the graphs using it; at 0 its free segments go back to the device
+};
+
+// One device's cache. Its public members take the device's lock; the private ones run under it.
+class DeviceCache {
+ public:
+  explicit DeviceCache(c10::DeviceIndex device) : device_(device), trace_(device) {}
+
+  // ---- Allocation (CachingAllocator.cpp)
+  Block* malloc(size_t requested, fooStream_t stream);
+  void free(void* ptr);
+  void recordStream(void* ptr, fooStream_t stream);
+  // Queued work may still use cached blocks: the device finishes it before they are released.
+  void emptyCache();
+
+  // ---- Statistics and the memory limit (CachingAllocator.cpp)
+  c10::CachingDeviceAllocator::DeviceStats stats();
+  void resetAccumulated();
+  void resetPeak();
+  void setLimit(size_t limit);
+
+  // ---- Graph memory pools (CachingAllocator.cpp)
+  void beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id);
+  void endAllocateToPool(c10::MempoolId_t id);
+  // A graph using the pool is gone; with the last one, the pool's free segments go back to the device
+  // (blocks graph outputs still hold join them when freed: their segments stay reserved until then).
+  void releasePool(c10::MempoolId_t id);
+
+  // ---- History and snapshot (AllocatorHistory.cpp)
+  void setHistory(size_t max_entries, bool clear);
+  // Appends this device's segments (a segment is a chain of blocks from one fooMalloc) and its history.
+  void snapshot(CachingAllocator::Snapshot& out);
+
+ private:
+  using Context = std::shared_ptr<c10::GatheredContext>;
+
+  // One request of malloc: its size rounded, and the pool it is served from.
+  struct Request {
+    size_t requested;
+    size_t size;  // rounded
+    bool small;
+    fooStream_t stream;
+    PrivatePool* private_pool;  // the capture's pool, or nullptr
+    Pool* pool;                 // where its cached blocks are
+  };
+
+  // The steps of malloc, in order.
+  Request roundAndPickPool(size_t requested, fooStream_t stream);
+  Block* takeCachedOrNewSegment(const Request& request, const Context& context);
+  Block* releaseCacheAndRetry(const Request& request, const Context& context, std::unique_lock<std::mutex>& lock);
+  [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream);
+  void splitIfWorthIt(Block* block, const Request& request);
+  void recordAllocation(Block* block, const Request& request, const Context& context);
+
+  // Finding and making blocks.
+  Block* takeCached(Pool& pool, size_t size, bool small, fooStream_t stream);
+  Block* newSegment(size_t size, bool small, fooStream_t stream, const Context& context, PrivatePool* private_pool);
+  Block* newBlock(size_t size, char* ptr, bool small, fooStream_t stream);
+  Block* takeFromPool(Pool& pool, Pool::iterator it);
+  void putInPool(Pool& pool, Block* block);
+  Pool& poolFor(PrivatePool* private_pool, bool small);
+  PrivatePool* capturingPool(fooStream_t stream) const;
+
+  // Freeing, caching and releasing blocks.
+  void processEvents();
+  void completeFree(Block* block, Context context);
+  void cacheBlock(Block* block);
+  void collectGarbage(size_t incoming);
+  void releaseCachedSegments();
+  void releaseWholeSegments(Pool& pool);
+  void forgetIfUnused(PrivatePool* pool);
+  bool usedBy(const PrivatePool* pool) const;
+
+  // Accounting.
+  size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
+  void reportToProfiler(void* ptr, int64_t delta) const;
+
+  const c10::DeviceIndex device_;
+  std::mutex mutex_;
+  Pool small_pool_;
+  Pool large_pool_;
+  std::vector<Block*> spare_blocks_;
+  std::vector<Pool::node_type> spare_nodes_;
+  ska::flat_hash_map<void*, Block*> active_;
+  std::deque<std::pair<fooEvent_t, Block*>> pending_;  // freed blocks still used by other streams
+  c10::CachingDeviceAllocator::DeviceStats stats_;
+  size_t limit_ = std::numeric_limits<size_t>::max();
+  TraceRing trace_;  // this device's recent actions, when the history keeps them
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
+  std::vector<std::pair<unsigned long long, PrivatePool*>> captures_;  // graphs being captured, by capture id
+};
+
+DeviceCache& deviceCache(c10::DeviceIndex device);
+
+}  // namespace foo::allocator
