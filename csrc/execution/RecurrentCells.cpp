@@ -1,7 +1,10 @@
 // The fused LSTM/GRU cells. ATen's RNN layers call them for accelerator tensors (as on CUDA), and CPU
 // has no kernel for them, so foo composes them from foo operators. Each forward saves the activated
 // gates in a workspace that its backward reads (the layout is private to this pair, as on CUDA).
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 namespace foo {
