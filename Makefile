@@ -6,7 +6,7 @@ BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*
 # One stamp per Python environment, so switching environments installs again.
 STAMP := .install.$(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])").stamp
 
-.PHONY: install demo test test-sanitizers bench
+.PHONY: install demo test test-fast test-sanitizers bench
 
 $(STAMP): $(BUILD_INPUTS)
 	$(PYTHON) -m pip install -q -r requirements-dev.txt
@@ -20,6 +20,11 @@ demo: install
 
 test: install
 	$(PYTHON) -m pytest tests -q
+
+# A developer's inner loop: the tests that run in this process (no worlds of ranks, fresh interpreters,
+# sanitizer builds or compiled graphs; tests/conftest.py lists them), OpInfo parity on one sample per op.
+test-fast: install
+	FOO_OPINFO_SAMPLES=1 $(PYTHON) -m pytest tests -q -m "not slow"
 
 # The runtime's C API tests built with ThreadSanitizer, and with AddressSanitizer and UBSan (`make test`
 # runs them too, in tests/test_runtime.py).

@@ -30,7 +30,8 @@ from the functional one on CPU) is compared on metadata only (dtype, shape, stri
 is not CPU's. The summary lists these ops.
 
 Expected failures live in ``tests/support/opinfo_expected_failures.py``; each has a reason. They are strict xfails
-(an unexpected pass fails the suite), and entries whose reason starts with "crashes" are not run at all.
+(an unexpected pass fails the suite; not strict with fewer samples than the default, as `make test-fast` runs),
+and entries whose reason starts with "crashes" are not run at all.
 They count as NOT matching in the summary that the session prints at the end: matched/runnable pairs for
 float32 forward, gradients and the other dtypes together (the acceptance targets), then out=, in-place and
 error inputs. ``python tests/test_opinfo_parity.py [pytest args]`` runs this file and prints the same summary.
@@ -55,7 +56,8 @@ from support.opinfo_expected_failures import EXPECTED_FAILURES  # noqa: E402
 
 FOO = "foo"
 SEED = 1234
-N_SAMPLES = int(os.environ.get("FOO_OPINFO_SAMPLES", "10"))
+DEFAULT_SAMPLES = 10
+N_SAMPLES = int(os.environ.get("FOO_OPINFO_SAMPLES", str(DEFAULT_SAMPLES)))
 OTHER_DTYPES = (torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.bool, torch.complex64)
 
 # Ops whose results are not a function of their inputs (uninitialised memory or random numbers) even when the
@@ -629,7 +631,9 @@ def _param(check, key, dtype=None):
         return pytest.param(key, dtype, id=pid)
     if reason.startswith("crashes"):
         return pytest.param(key, dtype, id=pid)  # the test body skips it (and counts it as not matching)
-    return pytest.param(key, dtype, id=pid, marks=pytest.mark.xfail(strict=True, reason=reason, raises=Mismatch))
+    # Listed for the default sample count: with fewer samples the failing one may not be drawn.
+    strict = N_SAMPLES >= DEFAULT_SAMPLES
+    return pytest.param(key, dtype, id=pid, marks=pytest.mark.xfail(strict=strict, reason=reason, raises=Mismatch))
 
 
 def _supports(op, dtype):

@@ -34,7 +34,9 @@ BUILDS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(BUILDS))
+# The sanitizer builds are slow (`make test-fast` runs the plain build only).
+@pytest.fixture(scope="module", params=[build if build == "plain" else pytest.param(build, marks=pytest.mark.slow)
+                                        for build in sorted(BUILDS)])
 def runtime_tests(request, tmp_path_factory):
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
