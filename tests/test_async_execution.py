@@ -118,6 +118,7 @@ def test_pinned_source_outlives_a_pending_copy():
     assert torch.equal(dst.cpu(), torch.full((N,), 4.0))
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_launch_blocking_runs_everything_inline():
     script = f"""
 import pytest
@@ -258,6 +259,7 @@ def test_an_error_in_a_queued_kernel_is_raised_by_the_next_synchronization():
     assert torch.equal(x.index_select(0, good).cpu(), x.cpu()[[0, 2]])
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_launch_blocking_raises_a_queued_kernels_error_at_the_call():
     script = """
 import torch, foo_backend
@@ -384,6 +386,7 @@ def test_a_queued_call_with_a_python_float_follows_the_default_dtype():
     assert torch.equal(result.cpu(), expected)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_queued_kernels_use_the_launching_threads_settings():
     # Run in a fresh process: the thread count and denormal flushing are process state. A stream worker
     # made before set_num_threads(1) must not split a matmul or a reduction differently from CPU.

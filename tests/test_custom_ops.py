@@ -446,6 +446,7 @@ def test_device_generic_tests_were_generated_for_foo_only():
     ], names
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_docs_custom_ops_snippets_run_in_order():
     """docs/custom_ops.md promises its Python snippets run as shown, in order, in one process (the
     test-file example imports a module of the reader's, so it is left out)."""

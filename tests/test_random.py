@@ -149,6 +149,7 @@ def test_mlp_with_dropout_trains_bitwise_equal_to_cpu():
     assert len(set(cpu_losses)) > 1
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_seeding_before_initialisation_is_applied_lazily():
     script = """
 import torch
