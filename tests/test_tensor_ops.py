@@ -715,6 +715,27 @@ def test_mixed_foo_devices_raises(fn):
     _devices_in_message(excinfo, "foo:0", "foo:1")
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [lambda a, b: a.div_(b), lambda a, b: torch._foreach_div_([a], [b])],
+    ids=["div_", "foreach_div_"],
+)
+def test_an_output_that_cannot_hold_the_result_dtype_is_reported_before_the_devices(fn):
+    # CUDA's TensorIterator checks an output's dtype beside its device, before the inputs' devices: an integer
+    # tensor divided in place by one on another device raises the dtype error (PyTorch's test_foreach expects it).
+    a = torch.arange(4, device="foo:0")
+    b = torch.ones(4, dtype=torch.int64, device="foo:1")
+    with pytest.raises(RuntimeError, match="result type .*can't be cast to the desired output type"):
+        fn(a, b)
+    assert torch.equal(a.cpu(), torch.arange(4))
+    with pytest.raises(RuntimeError) as excinfo:  # the same call with a float output: the devices
+        fn(a.float(), b)
+    _devices_in_message(excinfo, "foo:0", "foo:1")
+    with pytest.raises(RuntimeError) as excinfo:  # an operator that compares devices first, as CUDA's mm
+        torch.mm(torch.ones(2, 3, device="foo:0"), torch.ones(4, 5, device="foo:1"))
+    _devices_in_message(excinfo, "foo:0", "foo:1")
+
+
 def test_indices_on_another_foo_device_raise():
     x1 = torch.arange(12.0, device="foo:1").view(3, 4)
     with pytest.raises(RuntimeError, match="foo:1"):

@@ -1,10 +1,12 @@
 // Every ATen operator without a dedicated foo kernel runs here: the boxed fallback hands the operator's
 // CPU kernel the kernel views of its foo arguments (see HostKernel.h).
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 
 #include "device/Generator.h"
@@ -134,6 +136,14 @@ bool isSparseMetadataOperator(const c10::FunctionSchema& schema) {
   return names.count(schema.name()) != 0;
 }
 
+// A tensor of the call as a meta tensor of the same layout; a wrapped Python number stays as it is, since
+// type promotion treats it apart.
+c10::IValue onMeta(const at::Tensor& t) {
+  if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+
 void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_ptr<LaunchPlan> plan,
                c10::DispatchKeySet cpu_keys, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
@@ -186,6 +196,8 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (!mayRunAsynchronously(op)) call.keepSynchronous();
   if (op.hasTag(at::Tag::nondeterministic_seeded)) call.drawsRandomNumbers();
   mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
+  if (call.mixesDevices()) raiseChecksBeforeDevices(op, stack->data() + stack->size() - schema.arguments().size(),
+                                                    schema.arguments().size());
   const c10::DispatchKeySet cpu_keys = cpuKernelKeys(keys);
   const c10::DispatchKey cpu_key = cpu_keys.highestPriorityTypeId();
   const bool dense = cpu_key == c10::DispatchKey::CPU;
@@ -261,6 +273,47 @@ bool hasCompositeKernel(const c10::OperatorHandle& op) {
 }
 
 }  // namespace
+
+namespace {
+// TensorIterator's errors for an output that cannot hold the result's dtype and for shapes that do not
+// broadcast (a Python meta function's come as "RuntimeError: ...").
+bool isTensorIteratorError(const char* message) {
+  std::string_view text(message);
+  if (text.rfind("RuntimeError: ", 0) == 0) text.remove_prefix(14);
+  return text.rfind("result type ", 0) == 0 || text.rfind("The size of tensor a ", 0) == 0;
+}
+}  // namespace
+
+void raiseChecksBeforeDevices(const c10::OperatorHandle& op, const c10::IValue* args, size_t count) {
+  torch::jit::Stack meta;
+  for (size_t i = 0; i < count; ++i) {
+    const c10::IValue& arg = args[i];
+    if (arg.isTensor()) {
+      if (arg.toTensor().layout() != c10::kStrided || arg.toTensor().is_nested()) return;
+      meta.push_back(onMeta(arg.toTensor()));
+    } else if (arg.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : arg.toTensorList()) {
+        if (t.layout() != c10::kStrided || t.is_nested()) return;
+        list.push_back(onMeta(t).toTensor());
+      }
+      meta.emplace_back(std::move(list));
+    } else if (arg.isOptionalTensorList()) {
+      return;  // indices: their values decide what the operator checks
+    } else {
+      meta.push_back(arg);
+    }
+  }
+  try {
+    op.callBoxed(&meta);
+  } catch (const c10::Error& e) {
+    // TensorIterator's own errors only: an operator whose CUDA kernel compares devices before anything else
+    // (mm) fails other checks on meta first.
+    if (isTensorIteratorError(e.what_without_backtrace())) throw;
+  } catch (const std::exception& e) {  // a Python meta function's error
+    if (isTensorIteratorError(e.what())) throw;
+  }
+}
 
 void queueDespiteTags(const std::string& op_name, bool queue) {
   std::lock_guard<std::mutex> lock(g_queued_despite_tags_mutex);

@@ -4,6 +4,7 @@
 // the arguments, which dominates the cost of a small op.
 #include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
 #include <torch/library.h>
 
 #include <array>
@@ -31,6 +32,7 @@
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
 
+#include "execution/Fallback.h"
 #include "execution/HostKernel.h"
 #include "execution/QueuedLaunch.h"
 
@@ -233,6 +235,12 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
   static Result call(Args... args) {
     HostKernelCall call(Op::name, &kId);
     (HostArg<Args>::declare(call, args), ...);  // in order: the signature lists the arguments as they come
+    if (call.mixesDevices()) {
+      static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+      torch::jit::Stack boxed;
+      torch::jit::push(boxed, args...);
+      raiseChecksBeforeDevices(op, boxed.data(), boxed.size());
+    }
     if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
       HostArgs host = take(call, /*queued=*/true, args...);
       const std::array<int, sizeof...(Args)> slots{HostArg<Args>::slot(call, args)...};

@@ -25,8 +25,8 @@ HostKernelCall::~HostKernelCall() {
 void HostKernelCall::joinDevice(c10::Device device) {
   if (device_ < 0) {
     device_ = device.index();
-  } else if (device.index() != device_) {
-    raiseMixedDevices(op_name_, fooDevice(device_), device);
+  } else if (device.index() != device_ && !device_conflict_) {
+    device_conflict_ = device;  // raised when the call runs, after the checks CUDA makes first (Fallback.cpp)
   }
 }
 
@@ -149,6 +149,7 @@ void HostKernelCall::targetDevice(c10::Device device) {
 
 void HostKernelCall::prepare() {
   if (device_ < 0) device_ = currentDevice();
+  if (device_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *device_conflict_);
   if (host_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *host_conflict_);
 }
 

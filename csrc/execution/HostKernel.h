@@ -135,6 +135,9 @@ class HostKernelCall {
   at::Tensor output(at::Tensor result);
 
   c10::DeviceIndex device() const { return device_; }
+  // Whether the arguments are on two devices (two foo devices, or foo and the host): the call raises CUDA's
+  // error for it as it runs (see prepare()).
+  bool mixesDevices() const { return device_conflict_.has_value() || host_conflict_.has_value(); }
   // The name of the operator's kernel in a profile (distinct from the operator's own row).
   std::string kernelName() const { return std::string(op_name_) + " kernel"; }
   // kernelName() while the runtime traces launches, else empty: only a profile needs it, and a call that
@@ -176,7 +179,8 @@ class HostKernelCall {
   const char* op_name_;
   LaunchSignature signature_;
   c10::DeviceIndex device_ = -1;
-  c10::optional<c10::Device> host_conflict_;
+  std::optional<c10::Device> device_conflict_;  // a second foo device among the arguments
+  std::optional<c10::Device> host_conflict_;
   c10::SmallVector<Alias, 4> aliases_;
   c10::SmallVector<SparseAlias, 2> sparse_aliases_;
   bool draws_random_numbers_ = false;
