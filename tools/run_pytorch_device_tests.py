@@ -38,7 +38,10 @@ from pathlib import Path
 import torch
 
 DEVICE_GENERIC_FILES = ["test_binary_ufuncs", "test_reductions", "test_type_promotion", "test_tensor_creation_ops",
-                        "test_indexing", "test_view_ops", "test_shape_ops", "test_nn"]
+                        "test_indexing", "test_view_ops", "test_shape_ops", "test_nn", "test_modules", "test_optim",
+                        "test_foreach"]
+# Files a test file imports from beside it, downloaded with it (test_optim imports classes of test/optim/).
+COMPANIONS = {"test_optim": ["optim/test_lrscheduler", "optim/test_optim", "optim/test_swa_utils"]}
 DISTRIBUTED_FILES = ["distributed/tensor/test_dtensor", "distributed/tensor/test_redistribute"]
 # Exhaustive sweeps over every placement of a (2, 2, 2) mesh: minutes each with 8 ranks on two cores.
 INDUCTOR_FILES = ["inductor/test_torchinductor"]
@@ -58,13 +61,13 @@ def download(name, cache):
     """The file ``test/<name>.py`` of the installed torch's release tag, kept in ``cache``."""
     path = cache / f"{name}.py"
     if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
         url = f"https://raw.githubusercontent.com/pytorch/pytorch/{torch_tag()}/test/{name}.py"
         try:
             with urllib.request.urlopen(url, timeout=60) as response:
                 text = response.read()
         except OSError as error:
             sys.exit(f"cannot download {url} ({error}); pass --tests-dir with PyTorch's test/ folder")
-        cache.mkdir(parents=True, exist_ok=True)
         path.write_bytes(text)
     return path
 
@@ -168,8 +171,11 @@ def main():
     unexplained, now_passing, not_run = [], [], []
     print(f"torch {torch.__version__}; files from {args.tests_dir or 'GitHub ' + torch_tag()}")
     for name in args.files:
-        path = (args.tests_dir / f"{name}.py") if args.tests_dir else download(name, Path.home() / ".cache" /
-                                                                               "foo_backend" / torch_tag())
+        cache = Path.home() / ".cache" / "foo_backend" / torch_tag()
+        if not args.tests_dir:
+            for companion in COMPANIONS.get(name, []):
+                download(companion, cache)
+        path = (args.tests_dir / f"{name}.py") if args.tests_dir else download(name, cache)
         foo = run_file(path.resolve(), "foo", args.out.resolve(), args.reuse_reports)
         cpu = run_file(path.resolve(), "cpu", args.out.resolve(), args.reuse_reports)
         if not any(outcome == "passed" for outcome, _ in cpu.values()):
