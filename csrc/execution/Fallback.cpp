@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -135,14 +136,6 @@ bool isSparseMetadataOperator(const c10::FunctionSchema& schema) {
       "aten::sparse_dim", "aten::dense_dim", "aten::_dimI", "aten::_dimV", "aten::is_coalesced", "aten::_coalesced_"};
   return names.count(schema.name()) != 0;
 }
-
-// A tensor of the call as a meta tensor of the same layout; a wrapped Python number stays as it is, since
-// type promotion treats it apart.
-c10::IValue onMeta(const at::Tensor& t) {
-  if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
-
 
 void runQueued(const c10::OperatorHandle& op, HostKernelCall& call, std::shared_ptr<LaunchPlan> plan,
                c10::DispatchKeySet cpu_keys, torch::jit::Stack* stack) {
@@ -275,6 +268,14 @@ bool hasCompositeKernel(const c10::OperatorHandle& op) {
 }  // namespace
 
 namespace {
+// A tensor of the call as a meta tensor of the same layout, or nothing for a layout without one (sparse,
+// nested); a wrapped Python number stays as it is, since type promotion treats it apart.
+std::optional<at::Tensor> onMeta(const at::Tensor& t) {
+  if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+  if (t.layout() != c10::kStrided || t.is_nested()) return std::nullopt;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
 // TensorIterator's errors for an output that cannot hold the result's dtype and for shapes that do not
 // broadcast (a Python meta function's come as "RuntimeError: ...").
 bool isTensorIteratorError(const char* message) {
@@ -289,13 +290,15 @@ void raiseChecksBeforeDevices(const c10::OperatorHandle& op, const c10::IValue* 
   for (size_t i = 0; i < count; ++i) {
     const c10::IValue& arg = args[i];
     if (arg.isTensor()) {
-      if (arg.toTensor().layout() != c10::kStrided || arg.toTensor().is_nested()) return;
-      meta.push_back(onMeta(arg.toTensor()));
+      std::optional<at::Tensor> t = onMeta(arg.toTensor());
+      if (!t) return;
+      meta.emplace_back(std::move(*t));
     } else if (arg.isTensorList()) {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& t : arg.toTensorList()) {
-        if (t.layout() != c10::kStrided || t.is_nested()) return;
-        list.push_back(onMeta(t).toTensor());
+      for (const at::Tensor& element : arg.toTensorList()) {
+        std::optional<at::Tensor> t = onMeta(element);
+        if (!t) return;
+        list.push_back(std::move(*t));
       }
       meta.emplace_back(std::move(list));
     } else if (arg.isOptionalTensorList()) {

@@ -14,14 +14,12 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
-#include <c10/util/FunctionRef.h>
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
+#include <memory>
 #include <optional>
 #include <string>
-#include <memory>
 #include <vector>
 
 #include "device/Launch.h"
