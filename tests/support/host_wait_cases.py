@@ -1,0 +1,287 @@
+"""Operations that do or do not make the host wait for the device, written once for any device type.
+
+Each case is ``setup(device) -> call``: ``setup`` makes the inputs (it may wait for the device), ``call``
+is the operation under test, run once the stream is busy. ``tools/measure_cuda_host_waits.py`` runs them on
+a CUDA GPU, and ``host_waits_on_cuda.json`` beside this file records which ones made the host wait there:
+the oracle of ``tests/test_host_waits.py``, which runs them on foo. Plain PyTorch only: no foo import.
+"""
+import torch
+import torch.nn.functional as F
+
+N = 64
+
+
+def _randn(device, *shape, **kwargs):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0), **kwargs).to(device)
+
+
+def _indices(device, n=8, high=N):
+    return torch.randint(high, (n,), generator=torch.Generator().manual_seed(1)).to(device)
+
+
+def _mask(device, n=N):
+    return (torch.arange(n) % 3 == 0).to(device)
+
+
+def _spd(device, n=8):
+    a = torch.randn(n, n, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    return (a @ a.T + n * torch.eye(n, dtype=torch.float64)).to(device)
+
+
+def _mlp(device, dropout):
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(32, 64), torch.nn.ReLU()]
+    if dropout:
+        layers.append(torch.nn.Dropout(0.1))
+    layers.append(torch.nn.Linear(64, 10))
+    model = torch.nn.Sequential(*layers).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+    x, target = _randn(device, 16, 32), _indices(device, 16, 10)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), target).backward()
+        optimizer.step()
+
+    return step
+
+
+def _clip_grad_norm(device):
+    model = torch.nn.Linear(32, 32).to(device)
+    model(_randn(device, 4, 32)).sum().backward()
+    return lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+
+
+def _grad_scaler(device, step):
+    """unscale_ then update, or step then update: a scaler's calls must come in that order."""
+    model = torch.nn.Linear(8, 8).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(torch.device(device).type)
+    scaler.scale(model(_randn(device, 2, 8)).sum()).backward()
+
+    def call():
+        (scaler.step if step else scaler.unscale_)(optimizer)
+        scaler.update()
+
+    return call
+
+
+def _device_module(device):
+    return getattr(torch, torch.device(device).type)
+
+
+def _generator_state(device):
+    generator = torch.Generator(device)
+    return generator.get_state
+
+
+def _out_resized(device):
+    x = _randn(device, N)
+    return lambda: torch.add(x, x, out=torch.empty(0, device=device))
+
+
+def _sdpa(device, dropout_p):
+    q = _randn(device, 2, 4, 16, 8)
+    return lambda: F.scaled_dot_product_attention(q, q, q, dropout_p=dropout_p)
+
+
+def _pageable_to_device(device):
+    host = torch.randn(N)
+    return lambda: host.to(device)
+
+
+def _pinned_to_device(device):
+    host = torch.randn(N).pin_memory()
+    return lambda: host.to(device, non_blocking=True)
+
+
+def _device_to_pinned(device):
+    x = _randn(device, N)
+    return lambda: x.to("cpu", non_blocking=True)
+
+
+def _copy_into_pinned(device):
+    x, host = _randn(device, N), torch.empty(N).pin_memory()
+    return lambda: host.copy_(x, non_blocking=True)
+
+
+def _lstm(device):
+    lstm = torch.nn.LSTM(8, 16, batch_first=True).to(device)
+    x = _randn(device, 2, 5, 8)
+    return lambda: lstm(x)
+
+
+def _conv_backward(device):
+    conv = torch.nn.Conv2d(3, 4, 3).to(device)
+    x = _randn(device, 2, 3, 8, 8, requires_grad=True)
+    return lambda: conv(x).sum().backward()
+
+
+def _setitem(index_of, value_of):
+    def setup(device):
+        x, index, value = _randn(device, N), index_of(device), value_of(device)
+
+        def call():
+            x[index] = value
+
+        return call
+
+    return setup
+
+
+def _on(device, make):
+    """``make(x)`` on a 1-D float input."""
+    x = _randn(device, N)
+    return lambda: make(x)
+
+
+CASES = {
+    # Factories: CUDA fills them with a kernel, the host does not wait.
+    "arange": lambda d: lambda: torch.arange(N, device=d),
+    "arange_float_step": lambda d: lambda: torch.arange(0.0, 1.0, 0.125, device=d),
+    "linspace": lambda d: lambda: torch.linspace(0, 1, N, device=d),
+    "eye": lambda d: lambda: torch.eye(8, device=d),
+    "zeros": lambda d: lambda: torch.zeros(N, device=d),
+    "full": lambda d: lambda: torch.full((N,), 2.0, device=d),
+    "empty": lambda d: lambda: torch.empty(N, device=d),
+    "tril_indices": lambda d: lambda: torch.tril_indices(8, 8, device=d),
+    "tensor_from_list": lambda d: lambda: torch.tensor([1.0, 2.0, 3.0], device=d),
+    # Random operators.
+    "randn": lambda d: lambda: torch.randn(N, device=d),
+    "rand": lambda d: lambda: torch.rand(N, device=d),
+    "randint": lambda d: lambda: torch.randint(10, (N,), device=d),
+    "randperm": lambda d: lambda: torch.randperm(N, device=d),
+    "normal_": lambda d: _on(d, lambda x: x.normal_()),
+    "uniform_": lambda d: _on(d, lambda x: x.uniform_()),
+    "bernoulli": lambda d: _on(d, lambda x: torch.bernoulli(x.sigmoid())),
+    "exponential_": lambda d: _on(d, lambda x: x.exponential_()),
+    "multinomial": lambda d: _on(d, lambda x: torch.multinomial(x.softmax(0), 4)),
+    "multinomial_replacement": lambda d: _on(d, lambda x: torch.multinomial(x.softmax(0), 4, True)),
+    "dropout": lambda d: _on(d, lambda x: F.dropout(x, 0.5)),
+    "randn_like": lambda d: _on(d, torch.randn_like),
+    "rrelu_training": lambda d: _on(d, lambda x: F.rrelu(x, training=True)),
+    "manual_seed": lambda d: lambda: torch.manual_seed(0),
+    "device_manual_seed": lambda d: lambda: _device_module(d).manual_seed(0),
+    "device_get_rng_state": lambda d: lambda: _device_module(d).get_rng_state(),
+    "generator_get_state": _generator_state,
+    "sdpa": lambda d: _sdpa(d, 0.0),
+    "sdpa_dropout": lambda d: _sdpa(d, 0.5),
+    # Resizes.
+    "out_resized": _out_resized,
+    "resize_": lambda d: _on(d, lambda x: x.resize_(2 * N)),
+    "empty_out_same_size": lambda d: _on(d, lambda x: torch.mul(x, 2, out=torch.empty(N, device=d))),
+    # Indexing with integer tensors.
+    "index_read": lambda d: (lambda x, i: lambda: x[i])(_randn(d, N), _indices(d)),
+    "index_read_dim1": lambda d: (lambda x, i: lambda: x[:, i])(_randn(d, 4, N), _indices(d)),
+    "index_write_tensor": _setitem(_indices, lambda d: _randn(d, 8)),
+    "index_write_number": _setitem(_indices, lambda d: 1.0),
+    "index_put_": lambda d: (lambda x, i, v: lambda: x.index_put_((i,), v))(_randn(d, N), _indices(d), _randn(d, 8)),
+    "index_put_accumulate": lambda d: (lambda x, i, v: lambda: x.index_put_((i,), v, accumulate=True))(
+        _randn(d, N), _indices(d), _randn(d, 8)),
+    "index_select": lambda d: (lambda x, i: lambda: x.index_select(0, i))(_randn(d, N), _indices(d)),
+    "gather": lambda d: (lambda x, i: lambda: x.gather(0, i))(_randn(d, N), _indices(d)),
+    "take": lambda d: (lambda x, i: lambda: x.take(i))(_randn(d, N), _indices(d)),
+    "scatter_add_": lambda d: (lambda x, i, v: lambda: x.scatter_add_(0, i, v))(_randn(d, N), _indices(d), _randn(d, 8)),
+    "scatter_reduce_": lambda d: (lambda x, i, v: lambda: x.scatter_reduce_(0, i, v, "amax"))(
+        _randn(d, N), _indices(d), _randn(d, 8)),
+    "index_add_": lambda d: (lambda x, i, v: lambda: x.index_add_(0, i, v))(_randn(d, N), _indices(d), _randn(d, 8)),
+    "index_copy_": lambda d: (lambda x, i, v: lambda: x.index_copy_(0, i, v))(
+        _randn(d, N), torch.arange(8, device=d), _randn(d, 8)),
+    "index_fill_": lambda d: (lambda x, i: lambda: x.index_fill_(0, i, 0.0))(_randn(d, N), _indices(d)),
+    "embedding": lambda d: (lambda w, i: lambda: F.embedding(i, w))(_randn(d, N, 4), _indices(d)),
+    "embedding_bag": lambda d: (lambda w, i: lambda: F.embedding_bag(i.view(2, 4), w))(_randn(d, N, 4), _indices(d)),
+    "one_hot_num_classes": lambda d: (lambda i: lambda: F.one_hot(i, N))(_indices(d)),
+    "one_hot": lambda d: (lambda i: lambda: F.one_hot(i))(_indices(d)),
+    # Boolean masks.
+    "mask_write_number": _setitem(_mask, lambda d: 0.0),
+    "mask_write_tensor": _setitem(_mask, lambda d: torch.zeros((), device=d)),
+    "mask_read": lambda d: (lambda x, m: lambda: x[m])(_randn(d, N), _mask(d)),
+    "masked_fill_": lambda d: (lambda x, m: lambda: x.masked_fill_(m, 0.0))(_randn(d, N), _mask(d)),
+    "masked_select": lambda d: (lambda x, m: lambda: x.masked_select(m))(_randn(d, N), _mask(d)),
+    "masked_scatter_": lambda d: (lambda x, m, v: lambda: x.masked_scatter_(m, v))(_randn(d, N), _mask(d), _randn(d, N)),
+    "where_three": lambda d: (lambda x, m: lambda: torch.where(m, x, 0.0))(_randn(d, N), _mask(d)),
+    # Value-dependent shapes and host reads.
+    "nonzero": lambda d: _on(d, lambda x: (x > 0).nonzero()),
+    "nonzero_static": lambda d: _on(d, lambda x: torch.nonzero_static(x > 0, size=N)),
+    "where_one": lambda d: _on(d, lambda x: torch.where(x > 0)),
+    "unique": lambda d: (lambda i: lambda: torch.unique(i))(_indices(d)),
+    "unique_consecutive": lambda d: (lambda i: lambda: torch.unique_consecutive(i))(_indices(d)),
+    "bincount": lambda d: (lambda i: lambda: torch.bincount(i))(_indices(d)),
+    "bincount_minlength": lambda d: (lambda i: lambda: torch.bincount(i, minlength=N))(_indices(d)),
+    "histc": lambda d: _on(d, lambda x: torch.histc(x, 10, -3, 3)),
+    "histc_no_range": lambda d: _on(d, lambda x: torch.histc(x, 10)),
+    "repeat_interleave_tensor": lambda d: (lambda x, r: lambda: x.repeat_interleave(r))(
+        _randn(d, 4), torch.tensor([1, 2, 3, 4]).to(d)),
+    "repeat_interleave_tensor_output_size": lambda d: (lambda x, r: lambda: x.repeat_interleave(r, output_size=10))(
+        _randn(d, 4), torch.tensor([1, 2, 3, 4]).to(d)),
+    "repeat_interleave_int": lambda d: _on(d, lambda x: x.repeat_interleave(2)),
+    "item": lambda d: _on(d, lambda x: x.sum().item()),
+    "tolist": lambda d: _on(d, lambda x: x.tolist()),
+    "bool": lambda d: _on(d, lambda x: bool(x.sum() > 0)),
+    "cpu": lambda d: _on(d, lambda x: x.cpu()),
+    "pageable_to_device": _pageable_to_device,
+    "pinned_to_device_non_blocking": _pinned_to_device,
+    "device_to_pinned_non_blocking": _device_to_pinned,
+    "copy_into_pinned_non_blocking": _copy_into_pinned,
+    "equal": lambda d: _on(d, lambda x: torch.equal(x, x + 0)),  # not x itself: equal(x, x) reads nothing
+    "allclose": lambda d: _on(d, lambda x: torch.allclose(x, x + 0)),
+    "isclose": lambda d: _on(d, lambda x: torch.isclose(x, x)),
+    "any": lambda d: _on(d, lambda x: (x > 0).any()),
+    "count_nonzero": lambda d: _on(d, torch.count_nonzero),
+    # Operators with fixed output shapes.
+    "add": lambda d: _on(d, lambda x: x + 1),
+    "sum": lambda d: _on(d, torch.sum),
+    "sort": lambda d: _on(d, torch.sort),
+    "topk": lambda d: _on(d, lambda x: torch.topk(x, 4)),
+    "kthvalue": lambda d: _on(d, lambda x: torch.kthvalue(x, 4)),
+    "median": lambda d: _on(d, torch.median),
+    "cumsum": lambda d: _on(d, lambda x: torch.cumsum(x, 0)),
+    "cat": lambda d: _on(d, lambda x: torch.cat([x, x])),
+    "searchsorted": lambda d: _on(d, lambda x: torch.searchsorted(x.sort().values, x)),
+    "clamp_tensor": lambda d: _on(d, lambda x: torch.clamp(x, min=x.mean())),
+    "softmax": lambda d: _on(d, lambda x: x.softmax(0)),
+    "matmul": lambda d: (lambda a: lambda: a @ a)(_randn(d, 16, 16)),
+    "cross_entropy": lambda d: (lambda x, t: lambda: F.cross_entropy(x, t))(_randn(d, 8, 10), _indices(d, 8, 10)),
+    "nll_loss_ignore_index": lambda d: (lambda x, t: lambda: F.nll_loss(x, t, ignore_index=0))(
+        _randn(d, 8, 10), _indices(d, 8, 10)),
+    "conv_forward": lambda d: (lambda conv, x: lambda: conv(x))(torch.nn.Conv2d(3, 4, 3).to(d), _randn(d, 2, 3, 8, 8)),
+    "conv_backward": _conv_backward,
+    "lstm": _lstm,
+    "layer_norm": lambda d: (lambda x: lambda: F.layer_norm(x, (8,)))(_randn(d, 4, 8)),
+    "max_pool2d_indices": lambda d: (lambda x: lambda: F.max_pool2d(x, 2, return_indices=True))(_randn(d, 1, 2, 8, 8)),
+    "interpolate": lambda d: (lambda x: lambda: F.interpolate(x, scale_factor=2.0))(_randn(d, 1, 2, 4, 4)),
+    "fft": lambda d: _on(d, torch.fft.rfft),
+    # Linear algebra: CUDA checks some results on the host.
+    "linalg_inv": lambda d: (lambda a: lambda: torch.linalg.inv(a))(_spd(d)),
+    "linalg_inv_ex": lambda d: (lambda a: lambda: torch.linalg.inv_ex(a))(_spd(d)),
+    "linalg_cholesky": lambda d: (lambda a: lambda: torch.linalg.cholesky(a))(_spd(d)),
+    "linalg_cholesky_ex": lambda d: (lambda a: lambda: torch.linalg.cholesky_ex(a))(_spd(d)),
+    "linalg_solve": lambda d: (lambda a: lambda: torch.linalg.solve(a, a))(_spd(d)),
+    "linalg_solve_ex": lambda d: (lambda a: lambda: torch.linalg.solve_ex(a, a))(_spd(d)),
+    "linalg_eigh": lambda d: (lambda a: lambda: torch.linalg.eigh(a))(_spd(d)),
+    "linalg_eigvalsh": lambda d: (lambda a: lambda: torch.linalg.eigvalsh(a))(_spd(d)),
+    "linalg_eig": lambda d: (lambda a: lambda: torch.linalg.eig(a))(_spd(d)),
+    "linalg_svd": lambda d: (lambda a: lambda: torch.linalg.svd(a))(_spd(d)),
+    "linalg_svdvals": lambda d: (lambda a: lambda: torch.linalg.svdvals(a))(_spd(d)),
+    "linalg_qr": lambda d: (lambda a: lambda: torch.linalg.qr(a))(_spd(d)),
+    "linalg_lu_factor": lambda d: (lambda a: lambda: torch.linalg.lu_factor(a))(_spd(d)),
+    "linalg_lu_factor_ex": lambda d: (lambda a: lambda: torch.linalg.lu_factor_ex(a))(_spd(d)),
+    "linalg_lu": lambda d: (lambda a: lambda: torch.linalg.lu(a))(_spd(d)),
+    "linalg_det": lambda d: (lambda a: lambda: torch.linalg.det(a))(_spd(d)),
+    "linalg_slogdet": lambda d: (lambda a: lambda: torch.linalg.slogdet(a))(_spd(d)),
+    "linalg_lstsq": lambda d: (lambda a: lambda: torch.linalg.lstsq(a, a))(_spd(d)),
+    "linalg_pinv": lambda d: (lambda a: lambda: torch.linalg.pinv(a))(_spd(d)),
+    "linalg_matrix_rank": lambda d: (lambda a: lambda: torch.linalg.matrix_rank(a))(_spd(d)),
+    "linalg_matrix_norm": lambda d: (lambda a: lambda: torch.linalg.matrix_norm(a))(_spd(d)),
+    "linalg_matrix_exp": lambda d: (lambda a: lambda: torch.linalg.matrix_exp(a))(_spd(d)),
+    "linalg_solve_triangular": lambda d: (lambda a: lambda: torch.linalg.solve_triangular(a, a, upper=True))(_spd(d)),
+    "cholesky_solve": lambda d: (lambda a: lambda: torch.cholesky_solve(a, a))(_spd(d)),
+    "cholesky_inverse": lambda d: (lambda a: lambda: torch.cholesky_inverse(a))(_spd(d)),
+    "logdet": lambda d: (lambda a: lambda: torch.logdet(a))(_spd(d)),
+    # Training.
+    "mlp_step": lambda d: _mlp(d, dropout=False),
+    "mlp_step_dropout": lambda d: _mlp(d, dropout=True),
+    "clip_grad_norm_": _clip_grad_norm,
+    "grad_scaler_unscale_update": lambda d: _grad_scaler(d, step=False),
+    "grad_scaler_step_update": lambda d: _grad_scaler(d, step=True),
+}
