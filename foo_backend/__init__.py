@@ -59,7 +59,7 @@ __all__ = [
     "set_rng_state", "set_rng_state_all", "_is_in_bad_fork", "amp", "get_amp_supported_dtype",
     "is_bf16_supported", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "StreamContext", "FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
-    "make_graphed_callables",
+    "make_graphed_callables", "set_sync_debug_mode", "get_sync_debug_mode",
 ]
 
 def is_available() -> bool:
@@ -141,6 +141,34 @@ def synchronize(device: Any = None) -> None:
             device, given by :func:`current_device`, if :attr:`device` is ``None`` (default).
     """
     _C._synchronize(_get_device_index(device, optional=True))
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Set the debug mode for foo operations that make the host wait for a stream.
+
+    Unlike CUDA's, which covers some operations, foo's reports every such wait (every call that waits
+    for queued work other than an explicit ``synchronize``): ``"warn"`` warns and ``"error"`` raises
+    ``RuntimeError: called a synchronizing foo operation`` before the host waits.
+
+    Args:
+        debug_mode (str or int): if "default" or 0, don't error or warn on synchronizing operations,
+            if "warn" or 1, warn on synchronizing operations, if "error" or 2, error out synchronizing operations.
+    """
+    _lazy_init()
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """Return the current debug mode for foo synchronizing operations (0, 1 or 2; see :func:`set_sync_debug_mode`)."""
+    _lazy_init()
+    return _C._get_sync_debug_mode()
 
 
 class _FooDeviceProperties:

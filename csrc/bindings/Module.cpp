@@ -133,9 +133,16 @@ PYBIND11_MODULE(_C, m) {
   // Waits for every stream of the device without reporting asynchronous errors (the next
   // synchronization reports them, as it would have anyway).
   m.def("_wait_for_device", [](int device) {
+    beforeHostWait("queued kernels read the default dtype");
     const pybind11::gil_scoped_release no_gil;
     FOO_CHECK(fooDeviceSynchronize(checkedIndex(device)));
   });
+  m.def("_set_sync_debug_mode", [](int64_t mode) {
+    TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode, expected one of 0,1, 2");
+    setSyncDebugMode(static_cast<SyncDebugMode>(mode));
+  });
+  m.def("_get_sync_debug_mode", [] { return static_cast<int>(syncDebugMode()); });
+  m.def("_host_wait_count", [] { return hostWaitCount(); });
   m.def("_queue_despite_tags", [](const std::string& op_name, bool queue) { queueDespiteTags(op_name, queue); });
   // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
   m.def("_sleep", [](int64_t cycles) {
@@ -233,6 +240,7 @@ PYBIND11_MODULE(_C, m) {
   // Then every stream finishes its queued kernels, so none runs while the process tears down.
   m.def("_finish_work_at_exit", [] {
     if (!fooIsInitialized()) return;
+    setSyncDebugMode(SyncDebugMode::kDefault);  // this work is foo's own, not the program's
     const pybind11::gil_scoped_release no_gil;
     for (int d = 0; d < deviceCount(); ++d) {
       at::Tensor leaf = at::ones({1}, at::TensorOptions().device(fooDevice(static_cast<c10::DeviceIndex>(d))));

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "device/Common.h"
+#include "device/Launch.h"
 
 namespace foo {
 
@@ -118,6 +119,7 @@ void noteReplayedDraws(c10::DeviceIndex device, fooStream_t stream) {
 
 void waitForReplayedDraws() {
   if (!g_replays_pending.load(std::memory_order_acquire)) return;
+  beforeHostWait("the generator's state after graph replays");
   std::lock_guard<std::mutex> lock(g_draws_mutex);
   for (const auto& entry : g_replayed_draws) FOO_CHECK(fooEventSynchronize(entry.second));
   g_replays_pending.store(false, std::memory_order_relaxed);

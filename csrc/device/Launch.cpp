@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 
 #include "runtime/thread_cache.h"
 
@@ -20,7 +21,25 @@ thread_local bool t_on_stream_worker = false;
 
 std::mutex g_async_error_mutex;
 std::exception_ptr g_async_errors[FOO_MAX_DEVICES];
+
+std::atomic<SyncDebugMode> g_sync_debug_mode{SyncDebugMode::kDefault};
+std::atomic<uint64_t> g_host_waits{0};
 }  // namespace
+
+void setSyncDebugMode(SyncDebugMode mode) { g_sync_debug_mode.store(mode, std::memory_order_relaxed); }
+
+SyncDebugMode syncDebugMode() { return g_sync_debug_mode.load(std::memory_order_relaxed); }
+
+void beforeHostWait(const char* what) {
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  const SyncDebugMode mode = syncDebugMode();
+  if (mode == SyncDebugMode::kDefault) return;
+  const std::string message = std::string("called a synchronizing foo operation: ") + (what ? what : "a host wait");
+  TORCH_CHECK(mode != SyncDebugMode::kError, message);
+  TORCH_WARN(message);
+}
+
+uint64_t hostWaitCount() { return g_host_waits.load(std::memory_order_relaxed); }
 
 namespace detail {
 std::atomic<bool> g_async_error_pending{false};

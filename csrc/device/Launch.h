@@ -21,6 +21,16 @@ void checkAsyncErrors(c10::DeviceIndex device);
 void synchronizeStream(c10::DeviceIndex device, fooStream_t stream);
 void synchronizeDevice(c10::DeviceIndex device);
 
+// torch.foo.set_sync_debug_mode, as c10::cuda's SyncDebugMode: what an operation that makes the host wait
+// for a foo stream does first (explicit synchronisation excepted).
+enum class SyncDebugMode { kDefault = 0, kWarn = 1, kError = 2 };
+void setSyncDebugMode(SyncDebugMode mode);
+SyncDebugMode syncDebugMode();
+// Every implicit host wait passes here before it waits: it warns or raises ("called a synchronizing foo
+// operation: <what>") as the mode says, and counts the wait (tests ask whether an operation waited).
+void beforeHostWait(const char* what);
+uint64_t hostWaitCount();
+
 namespace detail {
 void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error);
 extern std::atomic<bool> g_async_error_pending;
@@ -28,12 +38,13 @@ extern std::atomic<bool> g_async_error_pending;
 
 // Runs `kernel()` on `device`'s current stream after the work already queued there, and returns when
 // it is done: for work whose results the host needs at once (an operator's output shapes, a copy into
-// pageable memory). The calling thread waits for the stream to drain and runs the kernel itself, so
-// it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions. The
+// pageable memory), so it is a host wait (beforeHostWait) whether or not the stream is busy. The calling
+// thread waits for the stream to drain and runs the kernel itself, so it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions. The
 // runtime's activity tracing records it as work of the stream, named `name`.
 template <class Kernel>
 void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
                     fooActivityKind kind = fooActivityKindKernel) {
+  beforeHostWait(name);
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   const fooStream_t stream = currentStream(device);
   const fooError_t state = fooStreamQuery(device, stream);

@@ -29,6 +29,27 @@ bool isGeneratorArgument(const c10::Argument& argument) {
          type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
+bool isDeviceMask(const at::Tensor& index) {
+  return index.defined() && isFoo(index) && (index.scalar_type() == c10::kBool || index.scalar_type() == c10::kByte);
+}
+
+// `x[mask] = value`: index_put_ of one value through a single mask on foo fills the masked elements
+// (masked_fill_, in CPU's kernel as in CUDA's) without reading the mask. CUDA takes that path only for a
+// value in host memory and otherwise reads the mask; PyTorch makes a Python number given to a foo tensor
+// a foo tensor, so foo takes it for a one-element value anywhere (and waits less than CUDA for a foo value).
+bool fillsValueThroughMask(const c10::FunctionSchema& schema, const c10::IValue* args) {
+  const std::string& name = schema.name();
+  if (name != "aten::_index_put_impl_" && name != "aten::index_put_" && name != "aten::index_put") return false;
+  if (args[3].toBool() || args[2].toTensor().numel() != 1) return false;  // accumulates, or not one value
+  int masks = 0;
+  for (const std::optional<at::Tensor> t : args[1].toOptionalTensorList()) {
+    if (!t || !t->defined()) continue;
+    if (!isDeviceMask(*t)) return false;
+    ++masks;
+  }
+  return masks == 1;
+}
+
 void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::IValue* args) {
   const auto& arguments = schema.arguments();
   c10::IValue* generator = nullptr;
@@ -48,10 +69,14 @@ void mapArguments(HostKernelCall& call, const c10::FunctionSchema& schema, c10::
     } else if (arg.isOptionalTensorList()) {
       // Tensor?[] holds indices; CUDA accepts CPU index tensors there, so do we.
       c10::List<std::optional<at::Tensor>> mapped;
-      for (const std::optional<at::Tensor> t : arg.toOptionalTensorList())
+      bool device_masks = false;
+      for (const std::optional<at::Tensor> t : arg.toOptionalTensorList()) {
+        device_masks = device_masks || (t && isDeviceMask(*t));
         mapped.push_back(call.argument(t, HostKernelCall::TensorUse::kIndices));
+      }
+      // The true elements of a mask on foo decide the shape it indexes: CUDA reads them (nonzero).
+      if (device_masks && !fillsValueThroughMask(schema, args)) call.keepSynchronous();
       arg = std::move(mapped);
-      call.keepSynchronous();  // boolean masks make output shapes depend on values
     } else if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
       call.targetDevice(arg.toDevice());
       arg = c10::Device(c10::kCPU);
@@ -91,11 +116,31 @@ std::mutex g_queued_despite_tags_mutex;
 std::unordered_set<std::string> g_queued_despite_tags;
 
 // Outputs that depend on values keep a call synchronous. PyTorch tags those operators;
-// tools/find_value_dependent_ops.py looks for untagged ones.
+// tools/find_value_dependent_ops.py looks for untagged ones. index.Tensor is tagged for its boolean
+// masks, which mapArguments looks for in the call.
 bool mayRunAsynchronously(const c10::OperatorHandle& op) {
   if (!op.hasTag(at::Tag::dynamic_output_shape) && !op.hasTag(at::Tag::data_dependent_output)) return true;
+  if (op.schema().name() == "aten::index" && op.schema().overload_name() == "Tensor") return true;
   std::lock_guard<std::mutex> lock(g_queued_despite_tags_mutex);
   return g_queued_despite_tags.count(op.schema().name()) != 0;
+}
+
+// Operators whose CUDA kernels read device memory on the host before they return, so the host waits for
+// the stream on foo as on CUDA: linalg's convergence and error checks (raised at the call on CUDA, so at
+// the call on foo too; its other checks go through aten::_linalg_check_errors, a host read like any
+// other), histc's range taken from the data when none is given, masked_fill's value given as a tensor.
+bool cudaReadsOnTheHost(const c10::FunctionSchema& schema, const c10::IValue* args) {
+  static const std::unordered_set<std::string> names = {
+      "aten::_linalg_eigh", "aten::_linalg_svd", "aten::linalg_eig", "aten::linalg_eigvals",
+      "aten::linalg_lstsq", "aten::linalg_matrix_exp", "aten::linalg_pinv"};
+  const std::string& name = schema.name();
+  if (names.count(name) != 0) return true;
+  // histc(self, bins, min, max): equal bounds take the range from the data.
+  if (name == "aten::histc") return args[2].toScalar().equal(args[3].toScalar().toDouble());
+  if (name == "aten::masked_fill_" || name == "aten::masked_fill") {
+    return schema.overload_name() == "Tensor" && isFoo(args[2].toTensor());
+  }
+  return false;
 }
 
 // The tensors among `count` values, flattened; `structure` receives each value's list length (-1 for a
@@ -186,11 +231,11 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                               "with torch.library.register_kernel(op, \"foo\", fn) or TORCH_LIBRARY_IMPL(ns, "
                               "PrivateUse1, m).");
   HostKernelCall call(schema.name().c_str(), &schema);
-  if (!mayRunAsynchronously(op)) call.keepSynchronous();
+  c10::IValue* args = stack->data() + stack->size() - schema.arguments().size();
+  if (!mayRunAsynchronously(op) || cudaReadsOnTheHost(schema, args)) call.keepSynchronous();
   if (op.hasTag(at::Tag::nondeterministic_seeded)) call.drawsRandomNumbers();
-  mapArguments(call, schema, stack->data() + stack->size() - schema.arguments().size());
-  if (call.mixesDevices()) raiseChecksBeforeDevices(op, stack->data() + stack->size() - schema.arguments().size(),
-                                                    schema.arguments().size());
+  mapArguments(call, schema, args);
+  if (call.mixesDevices()) raiseChecksBeforeDevices(op, args, schema.arguments().size());
   const c10::DispatchKeySet cpu_keys = cpuKernelKeys(keys);
   const c10::DispatchKey cpu_key = cpu_keys.highestPriorityTypeId();
   const bool dense = cpu_key == c10::DispatchKey::CPU;

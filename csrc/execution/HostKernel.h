@@ -97,7 +97,7 @@ class HostKernelCall {
     prepare();
     const c10::DeviceIndex device = device_;
     const std::string name = profiledKernelName();
-    runAfterStream(device, name.empty() ? nullptr : name.c_str(), [&] {
+    runAfterStream(device, name.empty() ? op_name_ : name.c_str(), [&] {
       RedirectHostAllocations redirect(device);
       kernel();
     });

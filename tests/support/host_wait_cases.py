@@ -113,8 +113,52 @@ def _lstm(device):
 
 def _conv_backward(device):
     conv = torch.nn.Conv2d(3, 4, 3).to(device)
-    x = _randn(device, 2, 3, 8, 8, requires_grad=True)
-    return lambda: conv(x).sum().backward()
+    x = _randn(device, 2, 3, 8, 8).requires_grad_()  # a leaf on the device: no gradient copied back to the host
+
+    def call():
+        x.grad = None  # every call alike: none accumulates into an earlier call's gradients
+        conv.zero_grad(set_to_none=True)
+        conv(x).sum().backward()
+
+    return call
+
+
+def _embedding_backward(device):
+    weight = _randn(device, N, 4).requires_grad_()
+    index = _indices(device)
+
+    def call():
+        weight.grad = None
+        F.embedding(index, weight).sum().backward()
+
+    return call
+
+
+def _new_shape_every_call(device):
+    """``x + 1`` on a length never seen before at every call (a growing sequence, a last smaller batch)."""
+    x, lengths = _randn(device, 4 * N), iter(range(N, 4 * N))
+    return lambda: x[: next(lengths)] + 1
+
+
+def _fork_rng(device):
+    device_type = torch.device(device).type
+
+    def call():
+        with torch.random.fork_rng(devices=[0], device_type=device_type):
+            pass
+
+    return call
+
+
+def _pack_padded_sequence(device):
+    x, lengths = _randn(device, 3, 5, 2), torch.tensor([2, 5, 3])
+    return lambda: torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+
+
+def _clip_grad_norm_checked(device):
+    model = torch.nn.Linear(8, 8).to(device)
+    model(_randn(device, 2, 8)).sum().backward()
+    return lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
 
 
 def _setitem(index_of, value_of):
@@ -181,7 +225,8 @@ CASES = {
     "index_select": lambda d: (lambda x, i: lambda: x.index_select(0, i))(_randn(d, N), _indices(d)),
     "gather": lambda d: (lambda x, i: lambda: x.gather(0, i))(_randn(d, N), _indices(d)),
     "take": lambda d: (lambda x, i: lambda: x.take(i))(_randn(d, N), _indices(d)),
-    "scatter_add_": lambda d: (lambda x, i, v: lambda: x.scatter_add_(0, i, v))(_randn(d, N), _indices(d), _randn(d, 8)),
+    "scatter_add_": lambda d: (lambda x, i, v: lambda: x.scatter_add_(0, i, v))(
+        _randn(d, N), _indices(d), _randn(d, 8)),
     "scatter_reduce_": lambda d: (lambda x, i, v: lambda: x.scatter_reduce_(0, i, v, "amax"))(
         _randn(d, N), _indices(d), _randn(d, 8)),
     "index_add_": lambda d: (lambda x, i, v: lambda: x.index_add_(0, i, v))(_randn(d, N), _indices(d), _randn(d, 8)),
@@ -192,13 +237,22 @@ CASES = {
     "embedding_bag": lambda d: (lambda w, i: lambda: F.embedding_bag(i.view(2, 4), w))(_randn(d, N, 4), _indices(d)),
     "one_hot_num_classes": lambda d: (lambda i: lambda: F.one_hot(i, N))(_indices(d)),
     "one_hot": lambda d: (lambda i: lambda: F.one_hot(i))(_indices(d)),
+    "index_read_host_indices": lambda d: (lambda x, i: lambda: x[i])(_randn(d, N), _indices("cpu")),
+    "element_write_number": _setitem(lambda d: 3, lambda d: 1.0),
+    "slice_write_number": _setitem(lambda d: slice(2, 9), lambda d: 1.0),
+    "fill_host_tensor": lambda d: _on(d, lambda x: x.fill_(torch.tensor(2.0))),
+    "copy_host_scalar_tensor": lambda d: _on(d, lambda x: x.copy_(torch.tensor(2.0))),
+    "embedding_backward": _embedding_backward,
     # Boolean masks.
     "mask_write_number": _setitem(_mask, lambda d: 0.0),
     "mask_write_tensor": _setitem(_mask, lambda d: torch.zeros((), device=d)),
     "mask_read": lambda d: (lambda x, m: lambda: x[m])(_randn(d, N), _mask(d)),
     "masked_fill_": lambda d: (lambda x, m: lambda: x.masked_fill_(m, 0.0))(_randn(d, N), _mask(d)),
+    "masked_fill_device_value": lambda d: (lambda x, m, v: lambda: x.masked_fill_(m, v))(
+        _randn(d, N), _mask(d), torch.zeros((), device=d)),
     "masked_select": lambda d: (lambda x, m: lambda: x.masked_select(m))(_randn(d, N), _mask(d)),
-    "masked_scatter_": lambda d: (lambda x, m, v: lambda: x.masked_scatter_(m, v))(_randn(d, N), _mask(d), _randn(d, N)),
+    "masked_scatter_": lambda d: (lambda x, m, v: lambda: x.masked_scatter_(m, v))(
+        _randn(d, N), _mask(d), _randn(d, N)),
     "where_three": lambda d: (lambda x, m: lambda: torch.where(m, x, 0.0))(_randn(d, N), _mask(d)),
     # Value-dependent shapes and host reads.
     "nonzero": lambda d: _on(d, lambda x: (x > 0).nonzero()),
@@ -215,6 +269,9 @@ CASES = {
     "repeat_interleave_tensor_output_size": lambda d: (lambda x, r: lambda: x.repeat_interleave(r, output_size=10))(
         _randn(d, 4), torch.tensor([1, 2, 3, 4]).to(d)),
     "repeat_interleave_int": lambda d: _on(d, lambda x: x.repeat_interleave(2)),
+    "repr": lambda d: _on(d, repr),
+    "distribution_validate_args": lambda d: _on(
+        d, lambda x: torch.distributions.Normal(x, x.exp(), validate_args=True)),
     "item": lambda d: _on(d, lambda x: x.sum().item()),
     "tolist": lambda d: _on(d, lambda x: x.tolist()),
     "bool": lambda d: _on(d, lambda x: bool(x.sum() > 0)),
@@ -230,6 +287,10 @@ CASES = {
     "count_nonzero": lambda d: _on(d, torch.count_nonzero),
     # Operators with fixed output shapes.
     "add": lambda d: _on(d, lambda x: x + 1),
+    "add_new_shape_every_call": _new_shape_every_call,
+    "set_default_dtype": lambda d: lambda: torch.set_default_dtype(torch.float32),
+    "fork_rng": _fork_rng,
+    "pack_padded_sequence": _pack_padded_sequence,
     "sum": lambda d: _on(d, torch.sum),
     "sort": lambda d: _on(d, torch.sort),
     "topk": lambda d: _on(d, lambda x: torch.topk(x, 4)),
@@ -282,6 +343,7 @@ CASES = {
     "mlp_step": lambda d: _mlp(d, dropout=False),
     "mlp_step_dropout": lambda d: _mlp(d, dropout=True),
     "clip_grad_norm_": _clip_grad_norm,
+    "clip_grad_norm_error_if_nonfinite": _clip_grad_norm_checked,
     "grad_scaler_unscale_update": lambda d: _grad_scaler(d, step=False),
     "grad_scaler_step_update": lambda d: _grad_scaler(d, step=True),
 }
