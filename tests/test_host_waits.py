@@ -1,8 +1,8 @@
 """foo makes the host wait for a stream where CUDA does, and ``torch.foo.set_sync_debug_mode`` reports it
 (CONTRACT: host waits). The oracle is CUDA itself: ``tests/support/host_waits_on_cuda.json``, measured on
-an H100 by ``tools/measure_cuda_host_waits.py`` over the cases of ``tests/support/host_wait_cases.py``.
+an NVIDIA GPU by ``tools/measure_cuda_host_waits.py`` over the cases of ``tests/support/host_wait_cases.py``.
 
-Whether a call waited is observed, not timed: the call runs on a second thread while the stream is held
+Whether a call waited is observed, not timed: the call runs on a thread of its own that holds the stream
 (``torch.foo._hold_stream``), and either returns or reaches a host wait, which foo counts before it waits.
 """
 import json
@@ -30,20 +30,16 @@ with open(os.path.join(os.path.dirname(__file__), "support", "host_waits_on_cuda
 
 # Where foo's later calls still differ from CUDA's, and why. A case whose behaviour changes fails
 # until it leaves these lists, so they only shrink.
-_RANDOM = "random operators draw from the generator on the host, at the call"
 _RESIZED = "an output resized by the call (out=, a factory's empty output) is learnt by running, every call"
 FOO_WAITS_WHERE_CUDA_DOES_NOT = {
-    **dict.fromkeys(["randn", "rand", "randint", "randperm", "normal_", "uniform_", "bernoulli", "exponential_",
-                     "multinomial", "multinomial_replacement", "dropout", "randn_like", "rrelu_training",
-                     "sdpa_dropout", "mlp_step_dropout"], _RANDOM),
     **dict.fromkeys(["arange", "arange_float_step", "eye", "out_resized", "embedding_bag"], _RESIZED),
-    "mlp_step": "the signature of a call includes its numbers: Adam's step sizes change at every step",
+    **dict.fromkeys(["mlp_step", "mlp_step_dropout"],
+                    "the signature of a call includes its numbers: Adam's step sizes change at every step"),
     "add_new_shape_every_call": "a call of a new shape is learnt by running",
     "set_default_dtype": "queued CPU kernels read the process-wide default dtype: changing it drains foo first",
     "isclose": "learnt by running, every call",
     "kthvalue": "learnt by running, every call",
     "repeat_interleave_tensor_output_size": "learnt by running, every call",
-    "sdpa": "learnt by running, every call",
 }
 _NUMBER_ON_DEVICE = "CUDA copies the number from pageable host memory; PyTorch makes it on a foo device directly"
 FOO_QUEUES_WHERE_CUDA_WAITS = {
@@ -103,7 +99,8 @@ def _warmed(name):
 def test_the_oracle_covers_every_case():
     assert set(CUDA) == set(CASES)
     assert not [name for name, result in CUDA.items() if "error" in result]
-    assert set(FOO_WAITS_WHERE_CUDA_DOES_NOT) | set(FOO_QUEUES_WHERE_CUDA_WAITS) <= set(CASES)
+    assert not [name for name in FOO_WAITS_WHERE_CUDA_DOES_NOT if CUDA[name]["later"]]
+    assert all(CUDA[name]["later"] for name in FOO_QUEUES_WHERE_CUDA_WAITS)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -228,3 +228,132 @@ def test_set_rng_state_runs_no_operator_a_dispatch_mode_sees():
         torch.foo.set_rng_state(state)
         torch.foo.set_rng_state_all([state] * torch.foo.device_count())
     assert torch.equal(torch.rand(4, device="foo").cpu(), expected)
+
+
+# Random operators are queued: they draw from the generator when they run, in launch order.
+
+def _queued_draw(shape=(64,)):
+    """A randn call on foo whose signature is learnt, so that it is queued."""
+    torch.randn(*shape, device="foo")
+    torch.foo.synchronize()
+    return lambda: torch.randn(*shape, device="foo")
+
+
+def _cpu_draws(seed, count, shape=(64,)):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=generator) for _ in range(count)]
+
+
+def _host_waits():
+    import foo_backend
+    return foo_backend._C._host_wait_count()
+
+
+def test_random_operators_are_queued_and_draw_cpu_numbers():
+    draw = _queued_draw()
+    torch.foo.manual_seed(11)  # the device generator alone
+    before = _host_waits()
+    with torch.foo._hold_stream():
+        draws = [draw() for _ in range(3)]
+        assert not torch.foo.current_stream().query()
+    assert _host_waits() == before
+    for actual, expected in zip(draws, _cpu_draws(11, 3)):
+        assert torch.equal(actual.cpu(), expected)
+
+
+def test_random_operators_on_two_streams_draw_in_launch_order():
+    draw = _queued_draw()
+    first, second = torch.foo.Stream(), torch.foo.Stream()
+    torch.foo.manual_seed(5)
+    before = _host_waits()
+    with torch.foo._hold_stream(first):
+        with torch.foo.stream(first):
+            a = draw()
+        with torch.foo.stream(second):
+            b = draw()  # ordered after `a` on the device, not by the host
+        assert not second.query()  # it waits for the held stream's draw
+    assert _host_waits() == before
+    torch.foo.synchronize()
+    expected = _cpu_draws(5, 2)
+    assert torch.equal(a.cpu(), expected[0]) and torch.equal(b.cpu(), expected[1])
+
+
+def _state_use_waits(use_state):
+    """Whether ``use_state`` waits for a queued draw (held on the stream): in sync-debug "error" mode it
+    raises where it would wait. Then returns the draw and ``use_state()`` once the stream ran."""
+    draw = _queued_draw()
+    torch.foo.manual_seed(3)
+    with torch.foo._hold_stream():
+        queued = draw()
+        torch.foo.set_sync_debug_mode("error")
+        try:
+            use_state()
+            waited = False
+        except RuntimeError as error:
+            assert "called a synchronizing foo operation: the generator's state after queued random work" in str(error)
+            waited = True
+        finally:
+            torch.foo.set_sync_debug_mode("default")
+    return waited, queued, use_state()
+
+
+def test_seeding_waits_for_queued_draws_and_applies_after_them():
+    waited, queued, _ = _state_use_waits(lambda: torch.foo.manual_seed(4))
+    assert waited
+    assert torch.equal(queued.cpu(), _cpu_draws(3, 1)[0])  # drawn with the seed of its launch
+    assert torch.equal(torch.randn(64, device="foo").cpu(), _cpu_draws(4, 1)[0])
+
+
+def test_rng_state_read_between_queued_draws_is_cpus_after_them():
+    waited, queued, state = _state_use_waits(torch.foo.get_rng_state)
+    assert waited
+    generator = torch.Generator().manual_seed(3)
+    assert torch.equal(queued.cpu(), torch.randn(64, generator=generator))
+    assert torch.equal(state, generator.get_state())
+
+
+def test_an_explicit_generators_state_waits_for_its_queued_draws():
+    generator = torch.Generator(device="foo").manual_seed(9)
+    torch.randn(64, device="foo", generator=generator)
+    torch.foo.synchronize()
+    generator.manual_seed(9)
+    with torch.foo._hold_stream():
+        queued = torch.randn(64, device="foo", generator=generator)
+        torch.foo.set_sync_debug_mode("error")
+        try:
+            with pytest.raises(RuntimeError, match="the generator's state after queued random work"):
+                generator.get_state()
+        finally:
+            torch.foo.set_sync_debug_mode("default")
+    state = generator.get_state()
+    cpu = torch.Generator().manual_seed(9)
+    assert torch.equal(queued.cpu(), torch.randn(64, generator=cpu))
+    assert torch.equal(state, cpu.get_state())
+
+
+@pytest.mark.parametrize("seed_device_only", [True, False])
+def test_dropout_training_loop_is_queued_and_equals_cpu_bitwise(seed_device_only):
+    def train(device, steps=5):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                                    torch.nn.Linear(32, 4)).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=True)
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1)).to(device)
+        if device == "foo" and seed_device_only:
+            torch.foo.manual_seed(2)
+        else:
+            torch.manual_seed(2)
+        waits = []
+        for _ in range(steps):
+            before = _host_waits()
+            optimizer.zero_grad(set_to_none=True)
+            model(x).square().mean().backward()
+            optimizer.step()
+            waits.append(_host_waits() - before)
+        return [p.detach().cpu() for p in model.parameters()], waits
+
+    expected, _ = train("cpu")
+    actual, waits = train("foo")
+    assert waits[2:] == [0, 0, 0]  # once every call's outputs are learnt, a step never waits
+    for a, e in zip(actual, expected):
+        assert torch.equal(a, e)

@@ -19,7 +19,7 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device)
 
 // Kernels lock the host generator's mutex while drawing; seeding and state changes do too.
 void GeneratorImpl::set_current_seed(uint64_t seed) {
-  waitForReplayedDraws();
+  waitForLaunchedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   host_.set_current_seed(seed);
 }
@@ -27,36 +27,36 @@ void GeneratorImpl::set_current_seed(uint64_t seed) {
 uint64_t GeneratorImpl::current_seed() const { return host_.current_seed(); }
 
 uint64_t GeneratorImpl::seed() {
-  waitForReplayedDraws();
+  waitForLaunchedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   return host_.seed();
 }
 
 void GeneratorImpl::set_offset(uint64_t offset) {
-  waitForReplayedDraws();
+  waitForLaunchedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   host_.set_offset(offset);
 }
 
 uint64_t GeneratorImpl::get_offset() const {
-  waitForReplayedDraws();
+  waitForLaunchedDraws();
   return host_.get_offset();
 }
 
 void GeneratorImpl::set_state(const c10::TensorImpl& new_state) {
-  waitForReplayedDraws();
+  waitForLaunchedDraws();
   std::lock_guard<std::mutex> lock(host_.mutex());
   host_.unsafeGetGeneratorImpl()->set_state(new_state);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> GeneratorImpl::get_state() const {
-  waitForReplayedDraws();
+  waitForLaunchedDraws();
   std::lock_guard<std::mutex> lock(host_.unsafeGetGeneratorImpl()->mutex_);
   return host_.unsafeGetGeneratorImpl()->get_state();
 }
 
 GeneratorImpl* GeneratorImpl::clone_impl() const {
-  waitForReplayedDraws();
+  waitForLaunchedDraws();
   auto* copy = new GeneratorImpl(device().index());
   copy->host_ = host_.clone();
   return copy;
@@ -74,7 +74,7 @@ const at::Generator& defaultGenerator(c10::DeviceIndex device) {
 }
 
 at::Generator hostGeneratorFor(const std::optional<at::Generator>& generator, c10::DeviceIndex device) {
-  waitForReplayedDraws();  // the kernel about to draw comes after them in program order
+  orderDraws(device, currentStream(device));  // the kernel about to draw comes after them in launch order
   if (!generator || !generator->defined()) return defaultGenerator(device).get<GeneratorImpl>()->hostGenerator();
   TORCH_CHECK(generator->device().type() == c10::DeviceType::PrivateUse1,
               "Expected a 'foo' device type for generator but found '", generator->device().type(), "'");
@@ -84,12 +84,12 @@ at::Generator hostGeneratorFor(const std::optional<at::Generator>& generator, c1
 namespace {
 
 using StreamKey = std::pair<c10::DeviceIndex, fooStream_t>;
-std::mutex g_draws_mutex;  // held while waiting, so no draw overtakes a replay another thread waits for
+std::mutex g_draws_mutex;  // held while waiting, so no draw overtakes random work another thread waits for
 std::set<unsigned long long> g_drawing_captures;  // capture ids
-// Per stream, an event recorded after the last replay with random launches launched there (re-recorded:
-// a stream runs its work in order).
-std::map<StreamKey, fooEvent_t> g_replayed_draws;
-std::atomic<bool> g_replays_pending{false};
+// Per stream, an event recorded after the last random work launched there (re-recorded: a stream runs
+// its work in order).
+std::map<StreamKey, fooEvent_t> g_launched_draws;
+std::atomic<bool> g_draws_pending{false};
 
 }  // namespace
 
@@ -103,26 +103,44 @@ bool takeCapturedDraws(unsigned long long capture_id) {
   return g_drawing_captures.erase(capture_id) != 0;
 }
 
-void noteReplayedDraws(c10::DeviceIndex device, fooStream_t stream) {
+void noteLaunchedDraws(c10::DeviceIndex device, fooStream_t stream) {
   unsigned long long capture_id = 0;
   FOO_CHECK(fooStreamGetCaptureId(device, stream, &capture_id));
-  if (capture_id != 0) {  // replayed inside another capture: that graph draws when it replays
+  if (capture_id != 0) {  // captured: the graph draws when it replays
     noteCapturedDraws(capture_id);
     return;
   }
   std::lock_guard<std::mutex> lock(g_draws_mutex);
-  fooEvent_t& event = g_replayed_draws[{device, stream}];
+  fooEvent_t& event = g_launched_draws[{device, stream}];
   if (event == nullptr) FOO_CHECK(fooEventCreate(&event, /*enable_timing=*/0));
   FOO_CHECK(fooEventRecord(event, device, stream));
-  g_replays_pending.store(true, std::memory_order_release);
+  g_draws_pending.store(true, std::memory_order_release);
 }
 
-void waitForReplayedDraws() {
-  if (!g_replays_pending.load(std::memory_order_acquire)) return;
-  beforeHostWait("the generator's state after graph replays");
+void orderDraws(c10::DeviceIndex device, fooStream_t stream) {
+  if (!g_draws_pending.load(std::memory_order_acquire)) return;
+  unsigned long long capture_id = 0;
+  FOO_CHECK(fooStreamGetCaptureId(device, stream, &capture_id));
+  if (capture_id != 0) {
+    waitForLaunchedDraws();
+    return;
+  }
   std::lock_guard<std::mutex> lock(g_draws_mutex);
-  for (const auto& entry : g_replayed_draws) FOO_CHECK(fooEventSynchronize(entry.second));
-  g_replays_pending.store(false, std::memory_order_relaxed);
+  for (const auto& [key, event] : g_launched_draws) {
+    if (key.first == device && key.second != stream) FOO_CHECK(fooStreamWaitEvent(device, stream, event));
+  }
+}
+
+void waitForLaunchedDraws() {
+  if (!g_draws_pending.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(g_draws_mutex);
+  bool done = true;
+  for (const auto& entry : g_launched_draws) done = done && fooEventQuery(entry.second) == fooSuccess;
+  if (!done) {
+    beforeHostWait("the generator's state after queued random work");
+    for (const auto& entry : g_launched_draws) FOO_CHECK(fooEventSynchronize(entry.second));
+  }
+  g_draws_pending.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace foo

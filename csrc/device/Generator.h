@@ -36,20 +36,26 @@ const at::Generator& defaultGenerator(c10::DeviceIndex device);
 // of `device`).
 at::Generator hostGeneratorFor(const std::optional<at::Generator>& generator, c10::DeviceIndex device);
 
-// Random operators in graphs. CUDA's graphs take their philox offsets when a replay is launched; foo's
-// random kernels draw from the host generator when they run. A random operator captured in a graph
-// therefore draws when a replay runs it on the stream's worker, and every host access to generator state
-// (a synchronous random operator, seeding, get/set_state) first waits for the replays launched before
-// it: the draws happen in program order, and a replay draws what the same operators would draw eagerly.
+// Random operators are queued like any other. CUDA's kernels take their philox offsets when they are
+// launched; foo's random kernels draw from the host generator when they run on the stream's worker (or
+// when a graph replay runs them). So that the draws happen in launch order, and a queued operator draws
+// exactly what CPU would draw in its place:
+// - a random launch on one stream is ordered on the device after the random work launched on the
+//   device's other streams (the stream waits for their events: orderDraws);
+// - every host access to generator state (seeding, get/set_state, a clone) first waits for the random
+//   work launched before it (waitForLaunchedDraws).
 //
-// A random launch was captured by the capture `capture_id` (execution, while capturing).
+// Orders a random launch about to be made on `stream` of `device` (execution, before the launch).
+// Inside a capture, the host waits instead: a capture cannot wait for work launched outside it.
+void orderDraws(c10::DeviceIndex device, fooStream_t stream);
+// Random work was launched on `stream`: a queued random operator, or a graph that captured some
+// (execution and graphs, after the launch). Into a capture, that capture draws when it replays.
+void noteLaunchedDraws(c10::DeviceIndex device, fooStream_t stream);
+// A random launch was captured by the capture `capture_id`.
 void noteCapturedDraws(unsigned long long capture_id);
 // Whether the capture `capture_id` captured random launches; forgets it (graphs, at the capture's end).
 bool takeCapturedDraws(unsigned long long capture_id);
-// A graph with random launches was launched on `stream` (graphs, after the launch): later host accesses
-// to generator state wait for it. Inside another capture, that capture draws instead.
-void noteReplayedDraws(c10::DeviceIndex device, fooStream_t stream);
-// Waits for the random work of every replay launched so far (nothing to wait for: an atomic load).
-void waitForReplayedDraws();
+// Waits for the random work launched so far, if any is still to run (else an atomic load).
+void waitForLaunchedDraws();
 
 }  // namespace foo

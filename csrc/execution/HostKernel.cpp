@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "device/CachingAllocator.h"
-#include "device/Generator.h"
 #include "execution/KernelViews.h"
 
 namespace foo {
@@ -160,13 +159,7 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
   static const c10::DispatchKeySet kAlwaysIncluded{c10::DispatchKey::BackendSelect, c10::DispatchKey::ADInplaceOrView};
   const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
   if (!(tls.included_ - kAlwaysIncluded).empty() || !tls.excluded_.has(c10::DispatchKey::AutocastCPU)) return nullptr;
-  if (!draws_random_numbers_) return findLaunchPlan(signature_);
-  unsigned long long capture_id = 0;
-  FOO_CHECK(fooStreamGetCaptureId(device_, currentStream(device_), &capture_id));
-  if (capture_id == 0) return nullptr;
-  std::shared_ptr<LaunchPlan> plan = findLaunchPlan(signature_);
-  if (plan) noteCapturedDraws(capture_id);  // the caller launches it into the capture
-  return plan;
+  return findLaunchPlan(signature_);
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {

@@ -80,8 +80,8 @@ class HostKernelCall {
   }
   // The call has outputs that depend on values: it must not be queued.
   void keepSynchronous() { signature_.forbid(); }
-  // The call draws random numbers: it runs synchronously, drawing at once, except into a graph capture,
-  // where it is queued like any call and draws when the graph replays (see Generator.h).
+  // The call draws random numbers: queued like any call, it draws when it runs, in launch order (see
+  // Generator.h).
   void drawsRandomNumbers() { draws_random_numbers_ = true; }
   // Gives the views of arguments that require grad that flag too, and adds it to the signature: CPU's
   // sparse kernels keep what backward needs only then (the argmax of torch.sparse.mm's amax). Call it

@@ -6,7 +6,7 @@
 // and aliasing, every other argument's value). A later call with the same signature, whose outputs
 // therefore have the same metadata, gets its outputs allocated on the host and its kernel queued on
 // the stream. Operators tagged as having data-dependent outputs and calls with host tensors always run
-// synchronously; random operators do, except into a graph capture (HostKernelCall::drawsRandomNumbers).
+// synchronously.
 #pragma once
 
 #include <ATen/core/Tensor.h>

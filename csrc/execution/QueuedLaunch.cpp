@@ -3,6 +3,7 @@
 #include <c10/core/StorageImpl.h>
 
 #include "device/CachingAllocator.h"
+#include "device/Generator.h"
 
 namespace foo {
 namespace {
@@ -44,6 +45,7 @@ LaunchOutputs QueuedLaunch::queue(std::unique_ptr<QueuedLaunch> launch, HostKern
   launch->op_name_ = call.op_name_;
   const char* name = launch->kernelName();  // the plan, which holds it, outlives the launch call
   QueuedWork::enqueue(std::move(launch), device, name);
+  if (call.draws_random_numbers_) noteLaunchedDraws(device, currentStream(device));
   return outputs;
 }
 

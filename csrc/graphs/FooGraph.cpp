@@ -68,7 +68,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
     TORCH_CHECK(graph_ != nullptr, "foo graph: replay() needs a captured graph (capture_begin/capture_end first)");
     const fooStream_t stream = currentStream(device_);
     FOO_CHECK(fooGraphLaunch(graph_, device_, stream));
-    if (draws_random_numbers_) noteReplayedDraws(device_, stream);
+    if (draws_random_numbers_) noteLaunchedDraws(device_, stream);
   }
 
   void reset() override {
