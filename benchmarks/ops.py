@@ -57,8 +57,12 @@ def alloc_free(dev: torch.device) -> None:
         torch.empty(262144, device=dev)  # 1 MB, dropped at once
 
 
-def make_mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+def make_mlp(dropout: float = 0.0) -> nn.Module:
+    layers = [nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)]
+    if dropout:
+        layers[4:4] = [nn.Dropout(dropout)]  # after the second ReLU; random operators are queued too
+        layers[2:2] = [nn.Dropout(dropout)]
+    return nn.Sequential(*layers)
 
 
 def mlp_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -135,9 +139,9 @@ def setup_alloc():
     return dict(alloc_free=alloc_free, dev=CPU), dict(alloc_free=alloc_free, dev=FOO)
 
 
-def setup_mlp():
+def setup_mlp(dropout: float = 0.0):
     torch.default_generator.manual_seed(0)  # CPU initialises both models (foo gets a copy)
-    cpu_model = make_mlp()
+    cpu_model = make_mlp(dropout)
     foo_model = copy.deepcopy(cpu_model).to(FOO)  # same initial weights on both devices
     (x, fx), y = _randn_pair(64, 784), torch.randint(0, 10, (64,))
     return tuple(dict(model=m, opt=torch.optim.SGD(m.parameters(), lr=0.01), x=xx, y=y.to(m[0].weight.device),
@@ -210,9 +214,12 @@ def check_alloc(c, f):
 
 
 def check_mlp(c, f):
-    # One step on copies of the models (the timed models stay at their initial weights).
+    # One step on copies of the models (the timed models stay at their initial weights); dropout draws the
+    # same masks on both devices from the same seed.
     cm, fm = copy.deepcopy(c["model"]), copy.deepcopy(f["model"])
     co, fo = torch.optim.SGD(cm.parameters(), lr=0.01), torch.optim.SGD(fm.parameters(), lr=0.01)
+    torch.default_generator.manual_seed(1)
+    torch.foo.manual_seed(1)
     msgs = [_same("loss", c["mlp_step"](cm, co, c["x"], c["y"]), f["mlp_step"](fm, fo, f["x"], f["y"]))]
     msgs += [_same(f"param {n}", p, q) for (n, p), q in zip(cm.named_parameters(), fm.parameters())]
     return "; ".join(m for m in msgs if m) or None
@@ -246,6 +253,8 @@ CASES = [
          _copy_check("foo->host copy", "dst_cpu", "src_foo")),
     Case("alloc+free 1 MB x100", 1.0, setup_alloc, "alloc_free(dev)", "alloc_free(dev)", check_alloc),
     Case("MLP step 784-256-256-10, b64", 1.25, setup_mlp,
+         "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
+    Case("MLP step with dropout 0.1", 1.25, lambda: setup_mlp(dropout=0.1),
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
     # torch.compile: foo compiled against CPU eager (the chain) and against CPU compiled (the MLP step).
     Case("chain of 20 ops compiled (CPU eager)", 0.8, setup_chain_compiled, "chain20(x)", "chain20(x)",
