@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import foo_backend
-from support.host_wait_cases import CASES
+from support.host_wait_cases import CASES, sync_debug_mode
 
 SCRIPTS = {
     # foo's own work at exit (finishing queued kernels) is not the program's: it neither warns nor raises.
@@ -111,16 +111,12 @@ def test_host_waits_as_on_cuda(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_sync_debug_mode_error_raises_exactly_where_the_host_waits(name):
     call = _warmed(name)
-    with torch.foo._hold_stream():
-        torch.foo.set_sync_debug_mode("error")
-        try:
-            if _expected_wait(name):
-                with pytest.raises(RuntimeError, match="called a synchronizing foo operation"):
-                    call()
-            else:
+    with torch.foo._hold_stream(), sync_debug_mode("foo", "error"):
+        if _expected_wait(name):
+            with pytest.raises(RuntimeError, match="called a synchronizing foo operation"):
                 call()
-        finally:
-            torch.foo.set_sync_debug_mode("default")
+        else:
+            call()
     torch.foo.synchronize()  # nothing failed on the stream, and no error is left pending
     call()
     torch.foo.synchronize()
@@ -143,8 +139,7 @@ def test_warn_mode_warns_at_host_reads_and_not_at_explicit_synchronization():
     for _ in range(2):
         y = x + 1  # learns the outputs of these calls
         total = x.sum()
-    torch.foo.set_sync_debug_mode("warn")
-    try:
+    with sync_debug_mode("foo", "warn"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert x.sum().item() == 4.0
@@ -160,18 +155,12 @@ def test_warn_mode_warns_at_host_reads_and_not_at_explicit_synchronization():
             event.record()
             event.synchronize()
             assert y.is_foo and total.is_foo
-    finally:
-        torch.foo.set_sync_debug_mode("default")
 
 
 def test_error_mode_leaves_the_tensor_and_the_stream_usable():
     x = torch.arange(4.0, device="foo")
-    torch.foo.set_sync_debug_mode("error")
-    try:
-        with pytest.raises(RuntimeError, match="^called a synchronizing foo operation"):
-            x.cpu()
-    finally:
-        torch.foo.set_sync_debug_mode("default")
+    with sync_debug_mode("foo", "error"), pytest.raises(RuntimeError, match="^called a synchronizing foo operation"):
+        x.cpu()
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 

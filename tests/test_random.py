@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from support.host_wait_cases import sync_debug_mode
+
 RANDOM_OPS = {
     "rand": lambda dev, g=None: torch.rand(64, device=dev, generator=g),
     "randn": lambda dev, g=None: torch.randn(8, 8, device=dev, generator=g),
@@ -285,15 +287,13 @@ def _state_use_waits(use_state):
     torch.foo.manual_seed(3)
     with torch.foo._hold_stream():
         queued = draw()
-        torch.foo.set_sync_debug_mode("error")
         try:
-            use_state()
+            with sync_debug_mode("foo", "error"):
+                use_state()
             waited = False
         except RuntimeError as error:
             assert "called a synchronizing foo operation: the generator's state after queued random work" in str(error)
             waited = True
-        finally:
-            torch.foo.set_sync_debug_mode("default")
     return waited, queued, use_state()
 
 
@@ -319,12 +319,9 @@ def test_an_explicit_generators_state_waits_for_its_queued_draws():
     generator.manual_seed(9)
     with torch.foo._hold_stream():
         queued = torch.randn(64, device="foo", generator=generator)
-        torch.foo.set_sync_debug_mode("error")
-        try:
+        with sync_debug_mode("foo", "error"):
             with pytest.raises(RuntimeError, match="the generator's state after queued random work"):
                 generator.get_state()
-        finally:
-            torch.foo.set_sync_debug_mode("default")
     state = generator.get_state()
     cpu = torch.Generator().manual_seed(9)
     assert torch.equal(queued.cpu(), torch.randn(64, generator=cpu))

@@ -17,7 +17,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "support"))
-from host_wait_cases import CASES  # noqa: E402
+from host_wait_cases import CASES, sync_debug_mode  # noqa: E402
 
 
 def _cycles_per_second():
@@ -52,13 +52,9 @@ def _waited(call, cycles_per_second):
 
 def _warned_by_sync_debug_mode(call):
     torch.cuda.synchronize()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, sync_debug_mode("cuda", "warn"):
         warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            call()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
+        call()
     torch.cuda.synchronize()
     return [str(w.message) for w in caught if "synchroniz" in str(w.message)]
 

@@ -39,8 +39,9 @@ extern std::atomic<bool> g_async_error_pending;
 // Runs `kernel()` on `device`'s current stream after the work already queued there, and returns when
 // it is done: for work whose results the host needs at once (an operator's output shapes, a copy into
 // pageable memory), so it is a host wait (beforeHostWait) whether or not the stream is busy. The calling
-// thread waits for the stream to drain and runs the kernel itself, so it keeps its thread-local state (grad mode, inference mode, dispatch modes) and its exceptions. The
-// runtime's activity tracing records it as work of the stream, named `name`.
+// thread waits for the stream to drain and runs the kernel itself, so it keeps its thread-local state
+// (grad mode, inference mode, dispatch modes) and its exceptions. The runtime's activity tracing records
+// it as work of the stream, named `name`.
 template <class Kernel>
 void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
                     fooActivityKind kind = fooActivityKindKernel) {

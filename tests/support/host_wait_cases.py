@@ -5,10 +5,23 @@ is the operation under test, run once the stream is busy. ``tools/measure_cuda_h
 a CUDA GPU, and ``host_waits_on_cuda.json`` beside this file records which ones made the host wait there:
 the oracle of ``tests/test_host_waits.py``, which runs them on foo. Plain PyTorch only: no foo import.
 """
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
 N = 64
+
+
+@contextlib.contextmanager
+def sync_debug_mode(device_type, mode):
+    """``torch.<device_type>.set_sync_debug_mode(mode)`` inside the block, the default after it."""
+    module = getattr(torch, device_type)
+    module.set_sync_debug_mode(mode)
+    try:
+        yield
+    finally:
+        module.set_sync_debug_mode("default")
 
 
 def _randn(device, *shape, **kwargs):
