@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import foo_backend  # noqa: F401  (registers the foo device even with autoload disabled)
-from support.subprocesses import Subprocesses
+from support.subprocesses import Subprocesses, background
 
 
 def pytest_configure(config):
@@ -18,11 +18,33 @@ SLOW_FILES = {"test_client_libraries.py", "test_distributed.py", "test_distribut
               "test_lightning.py", "test_random_programs.py"}
 
 
+def _uses_background_scripts(module):
+    """Whether the module's SCRIPTS run through the `subprocesses` fixture below (not a fixture of its own)."""
+    return hasattr(module, "SCRIPTS") and "subprocesses" not in vars(module)
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         # A test that runs scripts in fresh interpreters (the `subprocesses` fixture) waits for their start-up.
         if item.path.name in SLOW_FILES or "subprocesses" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+    # The modules that read background scripts run last, so their scripts run meanwhile (stable: each
+    # module's tests keep their order).
+    items.sort(key=lambda item: _uses_background_scripts(item.module))
+
+
+def pytest_collection_finish(session):
+    """Starts the background scripts of the modules that have a selected test reading them."""
+    for item in session.items:
+        module = item.module
+        if (_uses_background_scripts(module) and module.__name__ not in background.groups
+                and "subprocesses" in item.fixturenames):
+            background.register(module.__name__, getattr(module, "SCRIPTS_RUNNER", Subprocesses)(module.SCRIPTS))
+    background.start()
+
+
+def pytest_sessionfinish(session):
+    background.close()
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +57,10 @@ def restore_current_device():
 
 @pytest.fixture(scope="module")
 def subprocesses(request):
-    """The module's SCRIPTS ({name: (code, env)}) in fresh interpreters, started together on first use."""
-    procs = Subprocesses(request.module.SCRIPTS)
-    yield procs
-    procs.close()
+    """The module's SCRIPTS ({name: (code, env)}) in fresh interpreters (tests/support/subprocesses.py)."""
+    module = request.module
+    if module.__name__ not in background.groups:  # its scripts did not start in the background
+        background.register(module.__name__, getattr(module, "SCRIPTS_RUNNER", Subprocesses)(module.SCRIPTS))
+    group = background.groups[module.__name__]
+    yield group
+    group.close()

@@ -17,9 +17,6 @@ points at its cause:
 import copy
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before huggingface_hub is imported: it reads the variable once
 
@@ -146,16 +143,6 @@ def test_peft_lora_training_equals_cpu():
     assert any(not torch.equal(foo[1][n], p) for n, p in before.items())  # the adapters trained
 
 
-def run(script, *args, **env):
-    """`script` in a fresh interpreter (accelerate's state is a process-wide singleton) with `args` and
-    `env` (None unsets a variable); returns the JSON it prints last."""
-    env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True,
-                         timeout=300, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 ACCELERATE = f"""
     import copy, json, torch, foo_backend, transformers
     from accelerate import Accelerator
@@ -185,37 +172,50 @@ ACCELERATE = f"""
 """
 
 
-def test_accelerate_prepares_on_foo_when_told_to():
-    pytest.importorskip("accelerate")
-    result = run(ACCELERATE, ACCELERATE_TORCH_DEVICE="foo")
-    assert result == dict(accelerator="foo", batches=["foo:0"], params=["foo:0"], same_losses=[True] * 4,
-                          same_params=True)
-
-
 TRAINER = f"""
-    import json, sys, torch, foo_backend, transformers
+    import json, os, torch, foo_backend, transformers
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{LLAMA!r}))
     data = torch.Generator().manual_seed(1)
     dataset = [dict(input_ids=ids, labels=ids) for ids in torch.randint(0, 100, (8, 12), generator=data)]
-    args = transformers.TrainingArguments(output_dir=sys.argv[1] + ".out", max_steps=3, per_device_train_batch_size=2,
+    args = transformers.TrainingArguments(output_dir="trainer.out", max_steps=3, per_device_train_batch_size=2,
                                           learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to=[],
                                           disable_tqdm=True)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=dataset)
     trainer.train()
-    torch.save({{n: p.detach().cpu() for n, p in model.named_parameters()}}, sys.argv[1])
+    path = os.path.abspath(args.device.type + ".pt")
+    torch.save({{n: p.detach().cpu() for n, p in model.named_parameters()}}, path)
     print(json.dumps(dict(
-        device=str(args.device), params=sorted({{str(p.device) for p in model.parameters()}}),
+        path=path, device=str(args.device), params=sorted({{str(p.device) for p in model.parameters()}}),
         losses=[log["loss"] for log in trainer.state.log_history if "loss" in log])))
 """
 
 
-def test_trainer_trains_on_foo_when_told_to_and_equals_cpu(tmp_path):
+# Fresh interpreters (tests/support/subprocesses.py): accelerate's state is a process-wide singleton.
+SCRIPTS = {
+    "accelerate": (ACCELERATE, {"ACCELERATE_TORCH_DEVICE": "foo"}),
+    "trainer_cpu": (TRAINER, {"ACCELERATE_TORCH_DEVICE": None}),  # unset: silently the CPU
+    "trainer_foo": (TRAINER, {"ACCELERATE_TORCH_DEVICE": "foo"}),
+}
+
+
+def last_json(subprocesses, name):
+    """The JSON that script `name` printed last."""
+    return json.loads(subprocesses.check(name).strip().splitlines()[-1])
+
+
+def test_accelerate_prepares_on_foo_when_told_to(subprocesses):
     pytest.importorskip("accelerate")
-    cpu = run(TRAINER, str(tmp_path / "cpu.pt"), ACCELERATE_TORCH_DEVICE=None)  # unset: silently the CPU
-    foo = run(TRAINER, str(tmp_path / "foo.pt"), ACCELERATE_TORCH_DEVICE="foo")
+    result = last_json(subprocesses, "accelerate")
+    assert result == dict(accelerator="foo", batches=["foo:0"], params=["foo:0"], same_losses=[True] * 4,
+                          same_params=True)
+
+
+def test_trainer_trains_on_foo_when_told_to_and_equals_cpu(subprocesses):
+    pytest.importorskip("accelerate")
+    cpu, foo = last_json(subprocesses, "trainer_cpu"), last_json(subprocesses, "trainer_foo")
     assert (cpu["device"], cpu["params"]) == ("cpu", ["cpu"])
     assert (foo["device"], foo["params"]) == ("foo", ["foo:0"])
     assert len(foo["losses"]) == 3
     assert foo["losses"] == cpu["losses"]
-    assert_same_training(([], torch.load(tmp_path / "cpu.pt")), ([], torch.load(tmp_path / "foo.pt")))
+    assert_same_training(([], torch.load(cpu["path"])), ([], torch.load(foo["path"])))

@@ -5,9 +5,6 @@ operator gets its own namespace ``_foo_test_<n>``.
 """
 import itertools
 import re
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -446,15 +443,13 @@ def test_device_generic_tests_were_generated_for_foo_only():
     ], names
 
 
-@pytest.mark.slow  # a fresh interpreter
-def test_docs_custom_ops_snippets_run_in_order():
-    """docs/custom_ops.md promises its Python snippets run as shown, in order, in one process (the
-    test-file example imports a module of the reader's, so it is left out)."""
-    docs = Path(__file__).resolve().parent.parent / "docs" / "custom_ops.md"
-    blocks = re.findall(r"```python\n(.*?)```", docs.read_text(), re.S)
-    code = "\n".join(block for block in blocks if not block.startswith("# test_my_ops.py"))
-    assert len(blocks) >= 6 and "torch.compile" in code
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                            cwd=tempfile.gettempdir())
-    assert result.returncode == 0, result.stderr
-    assert "tensor([3., 3.], device='foo:0')" in result.stdout
+# docs/custom_ops.md's Python snippets, in order, in one fresh interpreter (the test-file example imports a
+# module of the reader's, so it is left out).
+_DOCS_BLOCKS = re.findall(r"```python\n(.*?)```", (Path(__file__).resolve().parent.parent / "docs" / "custom_ops.md").read_text(), re.S)
+SCRIPTS = {"docs_snippets": ("\n".join(b for b in _DOCS_BLOCKS if not b.startswith("# test_my_ops.py")), {})}
+
+
+def test_docs_custom_ops_snippets_run_in_order(subprocesses):
+    """docs/custom_ops.md promises its Python snippets run as shown, in order, in one process."""
+    assert len(_DOCS_BLOCKS) >= 6 and "torch.compile" in SCRIPTS["docs_snippets"][0]
+    assert "tensor([3., 3.], device='foo:0')" in subprocesses.check("docs_snippets")

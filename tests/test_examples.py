@@ -1,7 +1,7 @@
 """The programs in examples/ run and check themselves (docs/custom_ops.md points users at custom_op.py).
 
-Each runs in a fresh interpreter, as a user runs it. custom_op.py compiles a C++ extension with
-load_inline on its first run (about 20-40 s); later runs reuse the build in the temp directory."""
+Each runs in a fresh interpreter, as a user runs it. custom_op.py compiles a C++ extension on its first
+run (about 15 s); later runs reuse the build in the temp directory."""
 import json
 import os
 import pickle

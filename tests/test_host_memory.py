@@ -76,9 +76,7 @@ SCRIPTS = {
 
 
 @pytest.fixture(scope="module", autouse=True)
-def start_subprocesses(subprocesses):
-    # Start the fresh interpreters before the in-process tests so they overlap.
-    subprocesses._start()
+def collect_garbage():
     gc.collect()  # pinned tensors other modules left in reference cycles
 
 

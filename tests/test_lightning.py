@@ -5,9 +5,6 @@ Oracles: Lightning's own CPU runs (one device, and DDP over gloo across two proc
 ``precision="16-mixed"``, which Lightning turns into bf16 on CPU, PyTorch's AMP recipe written by hand on
 CPU (autocast to float16 and a GradScaler)."""
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -56,29 +53,48 @@ def fit(accelerator, devices=1, strategy="auto", precision="32-true"):
 exec(MODEL)  # network, Regression, loader, fit for the tests in this process
 
 
-def run(code, *args):
-    """`code` after MODEL in a fresh interpreter, which loads foo through torch's autoload only."""
-    env = {k: v for k, v in os.environ.items() if k not in ("FOO_DEVICE_COUNT", "TORCH_DEVICE_BACKEND_AUTOLOAD")}
-    result = subprocess.run([sys.executable, "-c", MODEL + textwrap.dedent(code), *args], capture_output=True, text=True,
-                            env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+# Fresh interpreters (tests/support/subprocesses.py), which load foo through torch's autoload only.
+SCRIPTS = {
+    "registered_on_import": (MODEL + """
+import sys
+print("foo_backend" in sys.modules, "foo" in pl.accelerators.AcceleratorRegistry)
+""", {}),
+    "loading_foo_imports_no_lightning": (MODEL + """
+import sys
+for name in [n for n in sys.modules if "lightning" in n]:
+    del sys.modules[name]
+import foo_backend
+print(any("lightning" in n for n in sys.modules))
+""", {}),
+    # Lightning's DDP launches the script again for rank 1: each run is a script file of its own, in a
+    # the script's folder (printed first), then each run's outcome.
+    "ddp": ("""
+import os, subprocess, sys
+work = os.getcwd()
+script = os.path.join(work, "ddp.py")
+with open(script, "w") as f:
+    f.write(%r)
+runs = {device: subprocess.Popen([sys.executable, script, device, os.path.join(work, device + ".pt")], cwd=work,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for device in ("foo", "cpu")}
+print(work)
+for device, proc in runs.items():
+    out, err = proc.communicate(timeout=250)
+    print(device, proc.returncode, out.split("\\n")[-2] if proc.returncode == 0 else err[-3000:].replace("\\n", " | "))
+""" % (MODEL + """
+import sys
+model, trainer = fit(sys.argv[1], devices=2, strategy="ddp")
+if trainer.global_rank == 0:
+    torch.save({name: p.cpu() for name, p in model.named_parameters()}, sys.argv[2])
+    print(torch.distributed.get_backend(), trainer.strategy.root_device, sorted(model.seen))
+"""), {}),
+}
 
 
-def test_foo_is_registered_when_lightning_is_imported():
-    out = run("""
-    import sys
-    print("foo_backend" in sys.modules, "foo" in pl.accelerators.AcceleratorRegistry)
-    """)
-    assert out.split() == ["True", "True"]
+def test_foo_is_registered_when_lightning_is_imported(subprocesses):
+    assert subprocesses.check("registered_on_import").split() == ["True", "True"]
     # Loading foo does not import Lightning.
-    assert run("""
-    import sys
-    for name in [n for n in sys.modules if "lightning" in n]:
-        del sys.modules[name]
-    import foo_backend
-    print(any("lightning" in n for n in sys.modules))
-    """).split() == ["False"]
+    assert subprocesses.check("loading_foo_imports_no_lightning").split() == ["False"]
 
 
 @pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
@@ -114,28 +130,12 @@ def test_16_mixed_autocasts_on_foo_and_scales_its_gradients():
         assert torch.equal(got.cpu(), want)
 
 
-def test_ddp_on_two_foo_devices_trains_as_cpu_ddp(tmp_path):
-    # Lightning's DDP launches the script again for rank 1: each run is a script of its own.
-    script = tmp_path / "ddp.py"
-    script.write_text(MODEL + textwrap.dedent("""
-    import sys
-    model, trainer = fit(sys.argv[1], devices=2, strategy="ddp")
-    if trainer.global_rank == 0:
-        torch.save({name: p.cpu() for name, p in model.named_parameters()}, sys.argv[2])
-        print(torch.distributed.get_backend(), trainer.strategy.root_device, sorted(model.seen))
-    """))
-    env = {k: v for k, v in os.environ.items() if k not in ("FOO_DEVICE_COUNT", "TORCH_DEVICE_BACKEND_AUTOLOAD")}
-    runs = {device: subprocess.Popen([sys.executable, str(script), device, str(tmp_path / f"{device}.pt")], cwd=tmp_path,
-                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for device in ("foo", "cpu")}
-    outputs = {}
-    for device, proc in runs.items():
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err[-3000:]
-        outputs[device] = out.split("\n")[-2]
-    assert outputs["foo"] == "fccl foo:0 [('foo', torch.float32)]"
-    assert outputs["cpu"] == "gloo cpu [('cpu', torch.float32)]"
-    on_foo, on_cpu = torch.load(tmp_path / "foo.pt"), torch.load(tmp_path / "cpu.pt")
+def test_ddp_on_two_foo_devices_trains_as_cpu_ddp(subprocesses):
+    work, *runs = subprocesses.check("ddp").splitlines()
+    outputs = {device: (code, line) for device, code, line in (run.split(" ", 2) for run in runs)}
+    assert outputs["foo"] == ("0", "fccl foo:0 [('foo', torch.float32)]")
+    assert outputs["cpu"] == ("0", "gloo cpu [('cpu', torch.float32)]")
+    on_foo, on_cpu = torch.load(os.path.join(work, "foo.pt")), torch.load(os.path.join(work, "cpu.pt"))
     assert on_foo.keys() == on_cpu.keys()
     for name in on_foo:
         assert torch.equal(on_foo[name], on_cpu[name]), name

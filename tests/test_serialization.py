@@ -60,7 +60,7 @@ def subprocesses(tmp_path_factory):
     torch.save({"x": x, "v": x[1], "y": torch.tensor([7, 8], device="foo:0")}, path)
     scripts = {name: (code, {**env, "FOO_CKPT": str(path)}) for name, (code, env) in SCRIPTS.items()}
     procs = Subprocesses(scripts)
-    procs._start()  # overlap with the in-process tests
+    procs.start_all()  # overlap with the in-process tests
     yield procs
     procs.close()
 

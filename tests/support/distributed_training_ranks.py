@@ -4,9 +4,10 @@ foo tensors through foo's c10d backend "fccl", each checked against the same tra
 
 Launched by torchrun, one process per rank:
 
-    torchrun --standalone --nproc-per-node 2 tests/support/distributed_training_ranks.py WORLD
+    torchrun --standalone --nproc-per-node 2 tests/support/distributed_training_ranks.py GROUP...
 
-WORLD names a list of checks (CHECKS below). Every rank runs them in order; after each one the ranks
+Each GROUP names a list of checks (CHECKS below); one world runs several groups, one after the other, in
+one process group (starting a world costs a process per rank). Every rank runs the checks in order; after each one the ranks
 exchange their outcomes over a separate gloo group (so a broken fccl group cannot hide a result) and rank
 0 prints one line per check: "<check> ok", or "<check> FAIL rank <r>: <error> (at line <n>) | rank ...",
 the failing rank also printing the whole traceback on stderr.
@@ -33,7 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # A rank that hangs dumps its stacks and exits; torchrun then stops the others.
-RANK_TIMEOUT_S = 150
+RANK_TIMEOUT_S = 240
 # Collectives give up after this (a rank that died, or ranks that disagree about the next collective).
 GROUP_TIMEOUT = datetime.timedelta(seconds=20)
 
@@ -638,14 +639,14 @@ def _summary(e):
     return f"{type(e).__name__}: {' '.join(str(e).split())}{where}"
 
 
-def main(world):
+def main(groups):
     _die_with_launcher()
     faulthandler.dump_traceback_later(RANK_TIMEOUT_S, exit=True)
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.foo.set_device(local_rank)
     dist.init_process_group(timeout=GROUP_TIMEOUT)
     ctx = Context()
-    for fn in CHECKS[world]:
+    for fn in [fn for group in groups for fn in CHECKS[group]]:
         try:
             fn(ctx)
             outcome = None
@@ -663,4 +664,4 @@ def main(world):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])

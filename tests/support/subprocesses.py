@@ -1,39 +1,82 @@
 """Fresh Python interpreters for tests that need one: environment variables read once at start-up,
-lazy initialisation, process-level behaviour."""
+lazy initialisation, process-level behaviour.
+
+A test module lists its scripts in ``SCRIPTS`` ({name: (code, {env var: value or None to unset})}) and its
+tests read their results through the ``subprocesses`` fixture. The scripts of every selected module start
+in the background once the tests are collected (``background``, from conftest.py), a few at a time, while
+the tests of this process run; the modules that read them run last (conftest.py orders them), so a script
+has usually finished when its test asks for it, and the two cores stay busy."""
+import collections
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 
 # Variables a test sets explicitly; a child never inherits them from the test run.
 _FOO_ENV = ("FOO_DEVICE_COUNT", "FOO_DEVICE_MEMORY_MB", "TORCH_DEVICE_BACKEND_AUTOLOAD")
 
+
 class Subprocesses:
-    """Fresh interpreters for the checks that need one (environment variables read once, lazy
-    initialisation). All of a module's scripts start together, on first use, and run concurrently so the
-    suite stays fast; ``self[name]`` waits for one and returns its CompletedProcess."""
+    """One module's scripts. ``self[name]`` starts the module's scripts not yet started (they run
+    concurrently), waits for ``name`` and returns its CompletedProcess."""
+
+    # A script still running this long after its start is stopped (its test then fails).
+    deadline_s = 300
 
     def __init__(self, scripts):
-        self.scripts = scripts  # name -> (code, {env var: value})
-        self.procs = {}
+        self.scripts = scripts
+        self.tmp = tempfile.mkdtemp(prefix="foo_tests_")  # the scripts' working directory
+        self.procs = {}  # name -> Popen, once started
+        self.started = {}  # name -> time.monotonic() at its start
         self.results = {}
+        self._files = {}  # name -> (stdout, stderr): files, so a script never blocks on a full pipe
+        self._lock = threading.Lock()
+        self._closed = False
 
-    def _start(self):
-        base = {k: v for k, v in os.environ.items() if k not in _FOO_ENV}
-        for name, (code, env) in self.scripts.items():
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True, env={**base, **{k: str(v) for k, v in env.items()}}, cwd=tempfile.gettempdir(),
-            )
+    def start(self, name):
+        """Starts script ``name`` unless it started already (from any thread)."""
+        with self._lock:
+            if name in self.procs or self._closed:
+                return
+            code, env = self.scripts[name]
+            full_env = {k: v for k, v in os.environ.items() if k not in _FOO_ENV}
+            for key, value in env.items():
+                if value is None:
+                    full_env.pop(key, None)
+                else:
+                    full_env[key] = str(value)
+            self._files[name] = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+            self.started[name] = time.monotonic()
+            self.procs[name] = self._popen(textwrap.dedent(code), full_env, *self._files[name])
+
+    def _popen(self, code, env, stdout, stderr):
+        return subprocess.Popen([sys.executable, "-c", code], stdout=stdout, stderr=stderr, text=True, env=env,
+                                cwd=self.tmp)
+
+    def start_all(self):
+        for name in self.scripts:
+            self.start(name)
+
+    def running(self):
+        with self._lock:
+            return sum(proc.poll() is None for proc in self.procs.values())
 
     def __getitem__(self, name):
-        if not self.procs:
-            self._start()
         if name not in self.results:
+            self.start_all()  # the rest of the module's scripts run beside this one
             proc = self.procs[name]
-            out, err = proc.communicate(timeout=180)
-            self.results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            try:
+                proc.wait(timeout=max(1.0, self.started[name] + self.deadline_s - time.monotonic()))
+                note = ""
+            except subprocess.TimeoutExpired:
+                self._stop(proc)
+                note = f"\n[support.subprocesses: script {name!r} stopped {self.deadline_s} s after its start]"
+            out, err = (f.seek(0) or f.read() for f in self._files[name])
+            self.results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err + note)
         return self.results[name]
 
     def check(self, name):
@@ -42,11 +85,60 @@ class Subprocesses:
         assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
         return proc.stdout
 
+    @staticmethod
+    def _stop(proc):
+        proc.kill()
+        proc.wait()
+
     def close(self):
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+        with self._lock:
+            for proc in self.procs.values():
+                if proc.poll() is None:
+                    self._stop(proc)
+            for files in self._files.values():
+                for f in files:
+                    f.close()
+            self._closed = True  # nothing starts after the close
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class Background:
+    """Starts the registered modules' scripts in the background, in the order their tests will need them,
+    at most ``max_running`` at a time (the test process keeps a core)."""
+
+    def __init__(self, max_running):
+        self.max_running = max_running
+        self.groups = {}  # module name -> Subprocesses
+        self._pending = collections.deque()
+        self._stopped = threading.Event()
+        self._thread = None
+
+    def register(self, module_name, group):
+        self.groups[module_name] = group
+        self._pending.extend((group, name) for name in group.scripts)
+
+    def start(self):
+        if self._pending:
+            self._thread = threading.Thread(target=self._run, name="background scripts", daemon=True)
+            self._thread.start()
+
+    def _run(self):
+        while self._pending and not self._stopped.is_set():
+            if sum(group.running() for group in self.groups.values()) < self.max_running:
+                group, name = self._pending.popleft()
+                group.start(name)
+            else:
+                self._stopped.wait(0.2)
+
+    def close(self):
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+        for group in self.groups.values():
+            group.close()
+
+
+background = Background(max_running=2)
 
 
 def labelled(out):
