@@ -149,6 +149,29 @@ def setup_mlp(dropout: float = 0.0):
                  for m, xx in ((cpu_model, x), (foo_model, fx)))
 
 
+# A batch size not seen for 1024 steps at every step: 1 to 1024 in a scrambled order (389 is prime to 1024).
+NEW_SIZES = [1 + (k * 389) % 1024 for k in range(1024)]
+
+
+def mlp_step_new_size(model, opt, x, y, step):
+    """mlp_step on the first b rows of x, b the next of NEW_SIZES: every operator of the step sees a shape
+    it did not see for the last 1023 steps (more shapes than foo keeps learnt plans for)."""
+    b = NEW_SIZES[step[0] % len(NEW_SIZES)]
+    step[0] += 1
+    return mlp_step(model, opt, x[:b], y[:b])
+
+
+def setup_mlp_new_sizes():
+    torch.default_generator.manual_seed(0)
+    cpu_model = make_mlp()
+    foo_model = copy.deepcopy(cpu_model).to(FOO)
+    (x, fx), y = _randn_pair(1024, 784), torch.randint(0, 10, (1024,))
+    # Both sides start at the same step, and the interleaved blocks run as many steps: they see the same sizes.
+    return tuple(dict(model=m, opt=torch.optim.SGD(m.parameters(), lr=0.01), x=xx, y=y.to(m[0].weight.device),
+                      mlp_step=mlp_step, mlp_step_new_size=mlp_step_new_size, step=[0])
+                 for m, xx in ((cpu_model, x), (foo_model, fx)))
+
+
 # Compile times of the compiled cases, printed under the table.
 COMPILE_TIMES = []
 
@@ -256,6 +279,8 @@ CASES = [
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
     Case("MLP step with dropout 0.1", 1.25, lambda: setup_mlp(dropout=0.1),
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
+    Case("MLP step, a new batch size every step", 1.25, setup_mlp_new_sizes,
+         "mlp_step_new_size(model, opt, x, y, step)", "mlp_step_new_size(model, opt, x, y, step)", check_mlp),
     # torch.compile: foo compiled against CPU eager (the chain) and against CPU compiled (the MLP step).
     Case("chain of 20 ops compiled (CPU eager)", 0.8, setup_chain_compiled, "chain20(x)", "chain20(x)",
          check_chain_compiled),
