@@ -2,8 +2,6 @@
 code cannot dereference). Every check runs in a fresh interpreter: loading happens once per process."""
 import importlib.metadata
 import signal
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -27,7 +25,14 @@ fake.TORCH_VERSION = "1.99.0+fake"
 sys.modules["foo_backend._build_info"] = fake
 """
 
+# The same script eight times: each run is one chance for a shutdown race to abort it.
+EXITS_AFTER_BACKWARD = [f"exit_after_backward_{i}" for i in range(8)]
 SCRIPTS = {
+    **dict.fromkeys(EXITS_AFTER_BACKWARD, (
+        "import torch\n"
+        "x = torch.randn(4, 3, device='foo', requires_grad=True)\n"
+        "y = torch.randn(4, 3, device='foo:1', requires_grad=True)\n"
+        "(x * 2).sum().backward(); (y * 3).sum().backward()\n", {})),
     # A plain ``import torch`` (autoload), then a foo data pointer dereferenced from host code: it is a device
     # address, so the access faults as with a GPU pointer. Host (CPU tensor) pointers are fine.
     "autoload_then_deref": (
@@ -243,15 +248,8 @@ def test_dereferencing_a_foo_pointer_faults(subprocesses, script):
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr)
 
 
-def test_process_exits_cleanly_right_after_backward_on_foo():
+def test_process_exits_cleanly_right_after_backward_on_foo(subprocesses):
     # The autograd engine runs foo backward passes on per-device threads; a script that ends right
     # after backward() must still exit 0 (PyTorch's shutdown race would otherwise abort it: exit 134).
-    script = (
-        "import torch\n"
-        "x = torch.randn(4, 3, device='foo', requires_grad=True)\n"
-        "y = torch.randn(4, 3, device='foo:1', requires_grad=True)\n"
-        "(x * 2).sum().backward(); (y * 3).sum().backward()\n"
-    )
-    procs = [subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE) for _ in range(8)]
-    results = [(p.wait(timeout=120), p.stderr.read().decode()) for p in procs]
+    results = [(subprocesses[name].returncode, subprocesses[name].stderr) for name in EXITS_AFTER_BACKWARD]
     assert all(code == 0 for code, _ in results), results
