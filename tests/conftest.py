@@ -33,13 +33,19 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: _uses_background_scripts(item.module))
 
 
+def _scripts_of(module):
+    """The module's scripts (registered with `background` on first use), run by its SCRIPTS_RUNNER if it
+    names one."""
+    if module.__name__ not in background.groups:
+        background.register(module.__name__, getattr(module, "SCRIPTS_RUNNER", Subprocesses)(module.SCRIPTS))
+    return background.groups[module.__name__]
+
+
 def pytest_collection_finish(session):
     """Starts the background scripts of the modules that have a selected test reading them."""
     for item in session.items:
-        module = item.module
-        if (_uses_background_scripts(module) and module.__name__ not in background.groups
-                and "subprocesses" in item.fixturenames):
-            background.register(module.__name__, getattr(module, "SCRIPTS_RUNNER", Subprocesses)(module.SCRIPTS))
+        if _uses_background_scripts(item.module) and "subprocesses" in item.fixturenames:
+            _scripts_of(item.module)
     background.start()
 
 
@@ -58,9 +64,6 @@ def restore_current_device():
 @pytest.fixture(scope="module")
 def subprocesses(request):
     """The module's SCRIPTS ({name: (code, env)}) in fresh interpreters (tests/support/subprocesses.py)."""
-    module = request.module
-    if module.__name__ not in background.groups:  # its scripts did not start in the background
-        background.register(module.__name__, getattr(module, "SCRIPTS_RUNNER", Subprocesses)(module.SCRIPTS))
-    group = background.groups[module.__name__]
+    group = _scripts_of(request.module)  # registered at collection, unless no selected test needed it then
     yield group
     group.close()

@@ -33,13 +33,14 @@ def world(groups, nproc, env=None):
 
 
 # Each world runs groups of checks (CHECKS) one after the other in one process group: a world costs a
-# process per rank.
-WORLD_OF_GROUP = {"ddp": "two_ranks", "fsdp": "two_ranks", "checkpoint": "two_ranks", "mesh_2d": "four_ranks"}
-SCRIPTS = {
+# process per rank. {world: (its groups, ranks, environment)}
+WORLDS = {
     # DDP; FSDP2, 1-D DeviceMesh, DTensor, tensor parallelism, functional collectives; checkpoints
-    "two_ranks": world(["ddp", "fsdp", "checkpoint"], 2),
-    "four_ranks": world(["mesh_2d"], 4, {"FOO_DEVICE_COUNT": 4}),  # a 2x2 mesh, one foo device per rank
+    "two_ranks": (["ddp", "fsdp", "checkpoint"], 2, {}),
+    "four_ranks": (["mesh_2d"], 4, {"FOO_DEVICE_COUNT": 4}),  # a 2x2 mesh, one foo device per rank
 }
+SCRIPTS = {name: world(groups, nproc, env) for name, (groups, nproc, env) in WORLDS.items()}
+WORLD_OF_GROUP = {group: name for name, (groups, _, _) in WORLDS.items() for group in groups}
 
 
 class Worlds(Subprocesses):

@@ -7,10 +7,10 @@ Launched by torchrun, one process per rank:
     torchrun --standalone --nproc-per-node 2 tests/support/distributed_training_ranks.py GROUP...
 
 Each GROUP names a list of checks (CHECKS below); one world runs several groups, one after the other, in
-one process group (starting a world costs a process per rank). Every rank runs the checks in order; after each one the ranks
-exchange their outcomes over a separate gloo group (so a broken fccl group cannot hide a result) and rank
-0 prints one line per check: "<check> ok", or "<check> FAIL rank <r>: <error> (at line <n>) | rank ...",
-the failing rank also printing the whole traceback on stderr.
+one process group (starting a world costs a process per rank). Every rank runs the checks in order; after
+each one the ranks exchange their outcomes over a separate gloo group (so a broken fccl group cannot hide a
+result) and rank 0 prints one line per check: "<check> ok", or "<check> FAIL rank <r>: <error> (at line
+<n>) | rank ...", the failing rank also printing the whole traceback on stderr.
 
 Models are made on CPU from a fixed seed, then moved; data comes from seeded CPU generators, so every
 rank and every reference sees the same numbers.
