@@ -307,6 +307,8 @@ def run(args) -> list[dict]:
     rows = []
     live = []  # (row, cpu Timer, foo Timer, calls per block)
     for case in CASES:
+        if args.only and args.only not in case.name:
+            continue
         row = dict(name=case.name, target=case.target, cpu_stmt=case.cpu_stmt,
                    foo_stmt=case.foo_stmt + "; torch.foo.synchronize()", error=None, mismatch=None,
                    cpu_times=[], foo_times=[])
@@ -393,6 +395,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a fast, noisier run (5 rounds of short blocks)")
     parser.add_argument("--rounds", type=int, help="interleaved CPU/foo rounds (default 31, --quick 5)")
     parser.add_argument("--json", metavar="PATH", help="also write the results to PATH as JSON")
+    parser.add_argument("--only", metavar="TEXT", help="only the cases whose name contains TEXT")
     args = parser.parse_args()
     args.rounds = args.rounds or (5 if args.quick else 31)
     # Short blocks, many rounds: foo and CPU alternate often, so background load hits both alike.

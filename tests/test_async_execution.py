@@ -3,6 +3,7 @@ non_blocking copies). Where a test needs "the stream is still busy", ``torch.foo
 the stream busy until the test releases it, so nothing depends on how fast the host is; device sleeps
 (``torch.foo._sleep``, as ``torch.cuda._sleep``) only give work a chance to be reordered where the
 result must be the same either way. Every test ends by synchronizing."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import foo_backend
+from support.host_wait_cases import sync_debug_mode
 
 LONG = 1_000_000_000  # cycles of the 1 GHz simulated device: 1 s
 N = 1 << 16
@@ -170,7 +172,7 @@ def test_record_stream_delays_reuse_until_the_other_stream_is_done():
     assert ptr in {t.data_ptr() for t in reused}
 
 
-# ---- Operators: queued once their outputs' shapes are known (csrc/LaunchPlan.h) -----------------------
+# ---- Operators: queued once their outputs' shapes are known (csrc/execution/QueuedLaunch.h) -----------------------
 
 def test_operators_are_queued_behind_a_long_kernel():
     x = torch.randn(64, 32, device="foo")
@@ -191,6 +193,68 @@ def test_a_new_signature_runs_synchronously_first():
     y = x.exp()  # never seen with this signature: runs after the sleep, on the host's time
     assert torch.foo.current_stream().query()
     assert torch.equal(y.cpu(), x.cpu().exp())
+
+
+def _train_on_batch_sizes(device, sizes):
+    """SGD steps of a small classifier, the batch size changing at every step; the losses and weights."""
+    generator = torch.Generator().manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(64, 8, generator=generator).to(device)
+    target = torch.randint(3, (64,), generator=generator).to(device)
+
+    def step(b):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x[:b]), target[:b])
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    losses = [step(sizes[0])]
+    if device == "foo":
+        torch.foo.synchronize()  # each kernel's first use with these dtypes ran at its call
+    with sync_debug_mode("foo", "error") if device == "foo" else contextlib.nullcontext():
+        losses += [step(b) for b in sizes[1:]]
+    return torch.stack(losses).cpu(), [p.detach().cpu() for p in model.parameters()]
+
+
+def test_new_shapes_of_structured_operators_are_queued_without_waiting():
+    # Every operator of these steps (linear, ReLU, cross-entropy and their backward) is a structured
+    # operator: a shape not seen before is planned from its meta function on the host, as CUDA's
+    # structured kernels size their outputs, once its kernel ran with the same dtypes. In "error" mode a
+    # host wait would raise.
+    sizes = [3, 17, 64, 1, 40, 9, 33, 2]
+    losses, parameters = _train_on_batch_sizes("foo", sizes)
+    expected_losses, expected_parameters = _train_on_batch_sizes("cpu", sizes)
+    assert torch.equal(losses, expected_losses)
+    for got, want in zip(parameters, expected_parameters):
+        assert torch.equal(got, want)
+
+
+def test_a_new_shape_raises_its_input_errors_at_the_call():
+    a, b = torch.ones(4, 3, device="foo"), torch.ones(5, 3, device="foo")
+    _warm(lambda: (a + a, a @ a.T))
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(4\) must match the size of tensor b \(5\)"):
+        a + b
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+        a @ b
+    torch.foo.synchronize()  # nothing was left pending
+    assert torch.equal((a[:2] + b[:2]).cpu(), torch.full((2, 3), 2.0))
+
+
+def test_a_kernel_that_refuses_what_its_meta_function_accepts_raises_at_every_call():
+    # CPU's softmax has no half-to-float kernel, which the meta function allows: that call never ran, so
+    # each of its shapes runs at the call and raises there, never from a queued launch.
+    x = torch.randn(6, 5, device="foo")
+    _warm(lambda: torch._softmax(x, 1, False))
+    for rows in (6, 4, 3):
+        with pytest.raises(RuntimeError, match="conversion is not supported on CPU"):
+            torch._softmax(x[:rows].half(), 1, True)
+    torch.foo.synchronize()
 
 
 def test_data_dependent_and_host_reading_operators_synchronize():

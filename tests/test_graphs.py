@@ -145,6 +145,28 @@ def test_what_would_wait_for_the_capturing_stream_raises(operation):
     torch.foo.synchronize()
 
 
+def test_structured_operators_not_seen_before_are_captured_as_on_cuda():
+    # CUDA captures a kernel it never ran. foo plans such a call from its operator's meta function (the
+    # structured operators: arithmetic, matrix products, softmax, losses...), so a capture records it.
+    generator = torch.Generator().manual_seed(0)
+    x_cpu, w_cpu = torch.randn(13, 11, generator=generator), torch.randn(17, 11, generator=generator)
+    target_cpu = torch.randint(17, (13,), generator=generator)
+    x, w, target = x_cpu.to("foo"), w_cpu.to("foo"), target_cpu.to("foo")
+    warm_up(lambda: x * 2)
+
+    def step(x, w, target):
+        y = x * 2 + 1  # the addition's shape is new; its output shape too for the ones below
+        return torch.nn.functional.cross_entropy(y @ w.T, target), torch.sigmoid(y).sum(1)
+
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        outputs = step(x, w, target)
+    x.copy_(x_cpu * 3)
+    graph.replay()
+    for got, want in zip(outputs, step(x_cpu * 3, w_cpu, target_cpu)):
+        torch.testing.assert_close(got.cpu(), want)
+
+
 def test_an_empty_capture_warns_as_on_cuda():
     x = torch.ones(4, device="foo")
     graph = torch.foo.FooGraph()

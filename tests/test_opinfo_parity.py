@@ -444,7 +444,7 @@ def _differentiable(outputs):
 def _queued_again(run):
     """foo runs a call synchronously the first time it sees its signature (operator, shapes, strides,
     dtypes, scalar arguments) and learns its outputs' metadata; later calls with that signature are queued
-    on the stream (csrc/LaunchPlan.h). Running every foo sample twice and comparing the second run checks
+    on the stream (csrc/execution/QueuedLaunch.h). Running every foo sample twice and comparing the second run checks
     the queued path of every operator against CPU too."""
     first = run()
     return run() if first[0] is not None else first

@@ -2,6 +2,7 @@
 // different operator (convolution). They run exactly the same mechanism as the boxed fallback
 // (HostKernelCall: kernel views in, CPU kernel on device memory, results mapped back) but skip boxing
 // the arguments, which dominates the cost of a small op.
+#include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
@@ -31,6 +32,23 @@
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
+
+#include <ATen/ops/_log_softmax_backward_data_meta_dispatch.h>
+#include <ATen/ops/_log_softmax_meta_dispatch.h>
+#include <ATen/ops/_softmax_meta_dispatch.h>
+#include <ATen/ops/add_meta_dispatch.h>
+#include <ATen/ops/addmm_meta_dispatch.h>
+#include <ATen/ops/clamp_min_meta_dispatch.h>
+#include <ATen/ops/div_meta_dispatch.h>
+#include <ATen/ops/mm_meta_dispatch.h>
+#include <ATen/ops/mul_meta_dispatch.h>
+#include <ATen/ops/nll_loss_backward_meta_dispatch.h>
+#include <ATen/ops/nll_loss_forward_meta_dispatch.h>
+#include <ATen/ops/sigmoid_meta_dispatch.h>
+#include <ATen/ops/sub_meta_dispatch.h>
+#include <ATen/ops/sum_meta_dispatch.h>
+#include <ATen/ops/tanh_meta_dispatch.h>
+#include <ATen/ops/threshold_backward_meta_dispatch.h>
 
 #include "execution/Fallback.h"
 #include "execution/HostKernel.h"
@@ -192,6 +210,82 @@ at::Tensor wrappedNumberFor(const at::Tensor& self, const at::Tensor& other) {
   return to == c10::kFloat ? wrappedNumberOf(static_cast<float>(value)) : wrappedNumberOf(static_cast<double>(value));
 }
 
+// The meta function of an operator whose CPU kernel is structured: the function that computes the outputs'
+// metadata, and which CPU's kernel itself calls to allocate its outputs (CUDA's structured kernels too).
+// So a call whose signature (its shapes) is new is planned from it on the host, in microseconds, and queued,
+// where it would otherwise wait for the stream and run to learn its outputs. Called directly, not through
+// the dispatcher: PyTorch registers Python meta functions (milliseconds) over most of them there.
+template <class Op>
+struct StructuredMeta {
+  static constexpr bool kExists = false;
+};
+
+#define FOO_STRUCTURED_META(op, meta_function)            \
+  template <>                                              \
+  struct StructuredMeta<at::_ops::op> {                    \
+    static constexpr bool kExists = true;                  \
+    template <class... MetaArgs>                           \
+    static auto run(MetaArgs&... args) {                   \
+      return at::meta::meta_function(args...);             \
+    }                                                      \
+  };
+
+FOO_STRUCTURED_META(add_Tensor, add)
+FOO_STRUCTURED_META(add__Tensor, add_)
+FOO_STRUCTURED_META(add_out, add_outf)
+FOO_STRUCTURED_META(sub_Tensor, sub)
+FOO_STRUCTURED_META(mul_Tensor, mul)
+FOO_STRUCTURED_META(mul__Tensor, mul_)
+FOO_STRUCTURED_META(div_Tensor, div)
+FOO_STRUCTURED_META(sigmoid, sigmoid)
+FOO_STRUCTURED_META(tanh, tanh)
+FOO_STRUCTURED_META(mm, mm)
+FOO_STRUCTURED_META(addmm, addmm)
+FOO_STRUCTURED_META(sum_dim_IntList, sum)
+FOO_STRUCTURED_META(_softmax, _softmax)
+FOO_STRUCTURED_META(_log_softmax, _log_softmax)
+FOO_STRUCTURED_META(_log_softmax_backward_data, _log_softmax_backward_data)
+FOO_STRUCTURED_META(nll_loss_forward, nll_loss_forward_symint)
+FOO_STRUCTURED_META(nll_loss_backward, nll_loss_backward_symint)
+FOO_STRUCTURED_META(threshold_backward, threshold_backward)
+#undef FOO_STRUCTURED_META
+
+// CPU's relu is clamp_min(self, 0), a structured operator.
+template <>
+struct StructuredMeta<at::_ops::relu> {
+  static constexpr bool kExists = true;
+  static at::Tensor run(const at::Tensor& self) { return at::meta::clamp_min(self, 0); }
+};
+
+// What a meta function receives for an argument: a foo tensor becomes a meta tensor of its layout (its
+// storage offset aside, which decides no output's layout); anything else, host scalars included, is passed
+// as it is.
+at::Tensor metaArgument(const at::Tensor& t) {
+  if (!t.defined() || !isFoo(t)) return t;
+  return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, std::nullopt,
+                                        std::nullopt);
+}
+
+std::optional<at::Tensor> metaArgument(const std::optional<at::Tensor>& t) {
+  return t ? std::optional<at::Tensor>(metaArgument(*t)) : std::nullopt;
+}
+
+template <class T>
+T metaArgument(const T& value) {
+  return value;
+}
+
+// Whether the meta function left an argument's layout as it was: an out= argument it resized is learnt by
+// running, as every resized output.
+bool sameLayout(const at::Tensor& meta, const at::Tensor& foo) {
+  return !meta.defined() || (meta.sizes() == foo.sizes() && meta.strides() == foo.strides());
+}
+
+template <class Meta, class Argument>
+bool sameLayout(const Meta&, const Argument&) {
+  return true;
+}
+
 // The CPU kernel of an operator is, by default, the operator's own CPU kernel.
 template <class Op>
 struct SameOpOnCpu {
@@ -241,7 +335,21 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
       torch::jit::push(boxed, args...);
       raiseChecksBeforeDevices(op, boxed.data(), boxed.size());
     }
-    if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
+    std::shared_ptr<LaunchPlan> plan = call.plan();
+    std::optional<KernelKey> first_use;  // of a kernel that runs with these dtypes for the first time
+    if constexpr (StructuredMeta<Op>::kExists) {
+      if (!plan && call.mayPlanFromMeta()) {
+        KernelKey key(&kId);
+        (key.add(args), ...);
+        // A capture cannot run the call: it records it from its meta function even on the kernel's first use.
+        if (kernelRan(key) || call.capturing()) {
+          plan = planFromMeta(call, args...);
+        } else {
+          first_use = std::move(key);
+        }
+      }
+    }
+    if (plan) {
       HostArgs host = take(call, /*queued=*/true, args...);
       const std::array<int, sizeof...(Args)> slots{HostArg<Args>::slot(call, args)...};
       LaunchOutputs outputs = launchWithWorkerViews(
@@ -272,6 +380,7 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
         result = runOnCpu(host);
       }
     });
+    if (first_use) noteKernelRan(*first_use);
     const bool arguments_changed = call.syncArguments();
     {
       std::vector<at::Tensor> results;
@@ -285,6 +394,26 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
     } else {
       return std::apply([&](auto&... outputs) { return Result(call.output(std::move(outputs))...); }, result);
     }
+  }
+
+  // The plan of a call from its operator's meta function (see StructuredMeta), or nullptr where the meta
+  // function raised (the call runs, and raises CPU's error) or resized an argument.
+  static std::shared_ptr<LaunchPlan> planFromMeta(HostKernelCall& call, Args... args) {
+    auto metas = std::make_tuple(metaArgument(args)...);
+    std::vector<at::Tensor> outputs;
+    // The kernel warns (an out= resize) when it runs: the meta function must not warn a second time.
+    struct DiscardWarnings final : c10::WarningHandler {
+      void process(const c10::Warning&) override {}
+    } discard;
+    c10::WarningUtils::WarningHandlerGuard no_warnings(&discard);
+    try {
+      auto result = std::apply([](auto&... m) { return StructuredMeta<Op>::run(m...); }, metas);
+      if constexpr (!kReturnsArgument) appendResults(result, outputs);
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+    const bool resized = !std::apply([&](const auto&... m) { return (sameLayout(m, args) && ...); }, metas);
+    return resized ? nullptr : call.planFromMeta(outputs);
   }
 
   static Result returnedArgument(Args... args) {

@@ -152,14 +152,42 @@ void HostKernelCall::prepare() {
   if (host_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *host_conflict_);
 }
 
-std::shared_ptr<LaunchPlan> HostKernelCall::plan() {
+bool HostKernelCall::mayQueue() {
   prepare();
   // Dispatch state the queued kernel could not see as the caller does (Python modes, CPU autocast)
   // keeps the call synchronous.
   static const c10::DispatchKeySet kAlwaysIncluded{c10::DispatchKey::BackendSelect, c10::DispatchKey::ADInplaceOrView};
   const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
-  if (!(tls.included_ - kAlwaysIncluded).empty() || !tls.excluded_.has(c10::DispatchKey::AutocastCPU)) return nullptr;
-  return findLaunchPlan(signature_);
+  return signature_.allowed() && (tls.included_ - kAlwaysIncluded).empty() &&
+         tls.excluded_.has(c10::DispatchKey::AutocastCPU);
+}
+
+std::shared_ptr<LaunchPlan> HostKernelCall::plan() { return mayQueue() ? findLaunchPlan(signature_) : nullptr; }
+
+bool HostKernelCall::mayPlanFromMeta() {
+  if (!mayQueue() || !sparse_aliases_.empty()) return false;
+  for (size_t slot = 0; slot < aliases_.size(); ++slot) {
+    const at::Tensor& t = *aliases_[slot].foo;
+    if (aliases_[slot].storage_slot != slot || t.is_conj() || t.is_neg()) return false;
+  }
+  return true;
+}
+
+bool HostKernelCall::capturing() {
+  prepare();
+  int capturing = 0;
+  FOO_CHECK(fooStreamIsCapturing(device_, currentStream(device_), &capturing));
+  return capturing != 0;
+}
+
+std::shared_ptr<LaunchPlan> HostKernelCall::planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs) {
+  auto plan = std::make_shared<LaunchPlan>();
+  plan->kernel_name = kernelName();
+  for (const at::Tensor& meta : meta_outputs) {
+    plan->outputs.push_back({LaunchPlan::Output::kFresh, 0, TensorLayout(meta)});
+  }
+  rememberLaunchPlan(signature_, plan);
+  return plan;
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {
@@ -183,7 +211,9 @@ void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<i
         // depend on values.
         if (r.layout() != c10::kStrided || r.is_nested()) return;
         const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
-        if (!isKernelViewDataPtr(storage->data_ptr()) ||
+        // An empty output has no memory (a storage of 0 bytes, with or without an address).
+        const bool memoryless = storage->nbytes() == 0;
+        if (!(memoryless || isKernelViewDataPtr(storage->data_ptr())) ||
             std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
           return;
         }

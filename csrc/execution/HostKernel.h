@@ -8,9 +8,9 @@
 // that storage, and freshly allocated memory is adopted as a foo storage without a copy. A sparse
 // tensor is handed over as a CPU sparse tensor over its components' kernel views (SparseKernelViews.cpp).
 //
-// A call whose outputs' metadata are known in advance (see LaunchPlan.h) is queued on the stream
-// instead (QueuedLaunch.h): its outputs are allocated on the host, and the kernel, running later on the
-// stream's worker, writes into them.
+// A call whose outputs' metadata are known in advance is queued on the stream instead (QueuedLaunch.h):
+// its outputs are allocated on the host, and the kernel, running later on the stream's worker, writes into
+// them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,7 +24,7 @@
 
 #include "device/Launch.h"
 #include "execution/KernelViews.h"
-#include "execution/LaunchPlan.h"
+#include "execution/QueuedLaunch.h"
 
 namespace foo {
 
@@ -121,6 +121,16 @@ class HostKernelCall {
   // The plan of an earlier call with this signature, when this call may be queued (QueuedLaunch.h);
   // else nullptr.
   std::shared_ptr<LaunchPlan> plan();
+  // For a call plan() found no plan for: whether its outputs' layouts may be computed on the host instead
+  // of learnt by running it (a structured operator's meta function, FastOps.cpp). Not where foo arguments
+  // share memory (a meta function sees no overlap between separate meta tensors) or carry conjugate or
+  // negative bits, which meta tensors do not.
+  bool mayPlanFromMeta();
+  // Whether the call is being captured into a graph: it cannot run at the call, only be recorded.
+  bool capturing();
+  // A plan from the outputs' layouts computed on the host (meta tensors, flattened; none for a call that
+  // returns the argument it writes), remembered for later calls with this signature.
+  std::shared_ptr<LaunchPlan> planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs);
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
   // grouped as `structure` says) as the plan for later calls with this signature.
   void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);
@@ -159,6 +169,8 @@ class HostKernelCall {
     c10::SmallVector<c10::TensorImpl*, 3> parts;
   };
 
+  // Whether the dispatch state lets the call be queued (see plan()).
+  bool mayQueue();
   at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
   at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   // A strided foo tensor joins the call and its signature, without a kernel view yet; returns its slot.

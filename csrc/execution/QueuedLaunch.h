@@ -1,31 +1,155 @@
 // A queued launch: an operator call that the host does not wait for.
 //
-// A call whose outputs' metadata are known in advance (LaunchPlan.h) is queued on the current stream
-// instead of run at once: the host allocates its outputs and returns them; later, on the stream's
-// worker, the launch runs the CPU kernel on kernel views (KernelViews.h), offers it the outputs the
-// host allocated, and checks its results against the plan. The kernel either receives kernel views of
-// the call's foo arguments made on the worker (launchWithWorkerViews: the host writes only their
-// layouts, the unboxed fast path) or holds the views HostKernelCall::argument() made on the host
-// (launchWithCallerViews: the boxed fallback, whose kernel keeps the boxed arguments).
+// A GPU kernel is queued once the host knows the shapes of its outputs; ours run PyTorch's CPU kernels,
+// which compute output shapes while they run. So a call's outputs' metadata, its *plan*, are known in
+// advance in one of two ways: learnt, when an earlier call with the same *signature* (operator, every
+// tensor's dtype, shape, strides and aliasing, every other argument's value) ran synchronously and
+// returned them; or computed on the host by the operator's meta function, for the structured operators
+// of FastOps.cpp, once their kernel ran with the same dtypes (KernelKey). Operators tagged as having
+// data-dependent outputs and calls with host tensors always run synchronously.
+//
+// A call with a plan is queued on the current stream instead of run at once: the host allocates its
+// outputs and returns them; later, on the stream's worker, the launch runs the CPU kernel on kernel views
+// (KernelViews.h), offers it the outputs the host allocated, and checks its results against the plan.
+// The kernel either receives kernel views of the call's foo arguments made on the worker
+// (launchWithWorkerViews: the host writes only their layouts, the unboxed fast path) or holds the views
+// HostKernelCall::argument() made on the host (launchWithCallerViews: the boxed fallback, whose kernel
+// keeps the boxed arguments).
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/ArrayRef.h>
+#include <c10/util/OptionalArrayRef.h>
 #include <c10/util/SmallVector.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "device/Launch.h"
-#include "execution/HostKernel.h"
 #include "execution/KernelViews.h"
-#include "execution/LaunchPlan.h"
+#include "execution/TensorLayout.h"
 
 namespace foo {
+
+class HostKernelCall;  // HostKernel.h: the call being queued
+
+// ---- What a call is known by, and the plan of its outputs ----------------------------------------------
+
+// The words identifying a call; a call that cannot run asynchronously has none.
+class LaunchSignature {
+ public:
+  explicit LaunchSignature(const void* op) {
+    words_.push_back(reinterpret_cast<intptr_t>(op));
+    // The one process-wide setting that changes outputs' metadata: the default dtype (the dtype of an
+    // integer division, or of an integer tensor times a Python float).
+    words_.push_back(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
+  }
+
+  // A foo tensor argument: `slot` is its position among the call's distinct tensors, `storage_slot`
+  // the first of them with the same storage (aliasing changes what a kernel may do).
+  void tensor(const at::Tensor& t, size_t slot, size_t storage_slot);
+  void undefinedTensor() { word(kUndefined); }
+  // A 0-dim CPU tensor: its dtype (and whether it is a wrapped Python number) decides type promotion.
+  void hostScalar(c10::ScalarType dtype, bool wrapped_number) { word(kHostScalar, static_cast<int64_t>(dtype) * 2 + wrapped_number); }
+
+  void add(const c10::IValue& value);
+  void add(const c10::Scalar& value);
+  void add(int64_t value) { word(kInt, value); }
+  void add(bool value) { word(kBool, value); }
+  void add(double value);
+  void add(const c10::SymInt& value);
+  void add(c10::ScalarType value) { word(kInt, static_cast<int64_t>(value)); }
+  void add(c10::IntArrayRef values);
+  void add(c10::SymIntArrayRef values);
+  void add(at::OptionalIntArrayRef values);
+  void add(std::string_view value);
+  template <size_t N>
+  void add(const std::array<bool, N>& values) {
+    for (bool v : values) add(v);
+  }
+  template <class T>
+  void add(const std::optional<T>& value) {
+    if (value) {
+      add(*value);
+    } else {
+      word(kNone);
+    }
+  }
+
+  void forbid() { allowed_ = false; }
+  bool allowed() const { return allowed_; }
+  c10::ArrayRef<int64_t> words() const { return words_; }
+
+ private:
+  enum Tag : int64_t { kUndefined = 1, kTensor, kNone, kInt, kBool, kDouble, kComplex, kList, kString, kDevice, kHostScalar };
+  template <class T>
+  void addList(const c10::List<T>& values);
+  void word(int64_t tag) { words_.push_back(tag); }
+  void word(int64_t tag, int64_t value) {
+    words_.push_back(tag);
+    words_.push_back(value);
+  }
+
+  c10::SmallVector<int64_t, 48> words_;  // on the stack: a call's signature allocates nothing
+  bool allowed_ = true;
+};
+
+// The outputs a call with a given signature returned.
+struct LaunchPlan {
+  struct Output {
+    enum Kind { kUndefined, kArgument, kFresh } kind;
+    size_t argument = 0;  // kArgument: the position of the tensor argument returned
+    TensorLayout layout;  // kFresh: a new tensor with its own storage of `layout.storage_nbytes`
+  };
+  std::vector<Output> outputs;
+  std::vector<int> structure;  // how the caller groups the flat outputs (its returns' list lengths)
+  std::string kernel_name;     // the queued kernel's name in a profile: "<operator> kernel"
+  // Set when a queued run returned other metadata than the plan's: the signature runs synchronously
+  // from then on.
+  std::atomic<bool> stale{false};
+};
+
+// What selects CPU's kernel for a call, without the shapes: its operator, its tensors' dtypes (and whether
+// each is a wrapped Python number or empty), its numbers' kinds and its other arguments' values. CPU's
+// kernels refuse some inputs that meta functions accept (a dtype, a flag); so a call of a new shape is
+// planned from its meta function only once a call with the same key ran on this thread, as CUDA loads a
+// kernel once, on its first use, not once per shape.
+class KernelKey {
+ public:
+  explicit KernelKey(const void* op) { words_.push_back(reinterpret_cast<intptr_t>(op)); }
+  void add(const at::Tensor& t);
+  void add(const std::optional<at::Tensor>& t) { add(t ? *t : at::Tensor()); }
+  void add(const c10::Scalar& value);  // its kind, not its value: an integer tensor times a float is another kernel
+  void add(int64_t value) { words_.push_back(value); }
+  void add(bool value) { words_.push_back(value); }
+  void add(const c10::SymInt& value) { words_.push_back(value.is_heap_allocated() ? -1 : value.as_int_unchecked()); }
+  void add(std::optional<c10::ScalarType> dtype) { words_.push_back(dtype ? static_cast<int64_t>(*dtype) : -1); }
+  // Sizes and dimensions select no kernel.
+  template <class T>
+  void add(const T&) {}
+  c10::ArrayRef<int64_t> words() const { return words_; }
+
+ private:
+  c10::SmallVector<int64_t, 16> words_;
+};
+bool kernelRan(const KernelKey& key);
+void noteKernelRan(const KernelKey& key);
+
+// The plan remembered for `signature` on this thread (learnt, or computed by a meta function), or nullptr.
+std::shared_ptr<LaunchPlan> findLaunchPlan(const LaunchSignature& signature);
+void rememberLaunchPlan(const LaunchSignature& signature, std::shared_ptr<LaunchPlan> plan);
+
+// ---- The launch -----------------------------------------------------------------------------------------
 
 // The outputs of a queued launch, flattened as the kernel returns them.
 using LaunchOutputs = c10::SmallVector<at::Tensor, 2>;

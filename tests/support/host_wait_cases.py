@@ -59,6 +59,42 @@ def _mlp(device, dropout):
     return step
 
 
+def _mlp_sgd_new_batch_size(device):
+    """A training step (linear, ReLU, cross-entropy, SGD) on a batch size never seen before at every call:
+    every operator of forward and backward sees a new shape (a last smaller batch, bucketed lengths)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, target = _randn(device, 4 * N, 32), _indices(device, 4 * N, 10)
+    sizes = iter(range(N, 4 * N))
+
+    def step():
+        b = next(sizes)
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x[:b]), target[:b]).backward()
+        optimizer.step()
+
+    return step
+
+
+def _attention_growing_cache(device):
+    """Attention of one query over a key/value cache one entry longer at every call (decoding)."""
+    q, k, v = _randn(device, 1, 16), _randn(device, 4 * N, 16), _randn(device, 4 * N, 16)
+    lengths = iter(range(N, 4 * N))
+
+    def call():
+        n = next(lengths)
+        return torch.softmax(q @ k[:n].T, dim=-1) @ v[:n]
+
+    return call
+
+
+def _new_shape_of(device, make, *shape):
+    """``make(x)`` with ``x`` one row longer at every call (its first dimension new)."""
+    x, lengths = _randn(device, 4 * N, *shape), iter(range(2, 4 * N))
+    return lambda: make(x[: next(lengths)])
+
+
 def _clip_grad_norm(device):
     model = torch.nn.Linear(32, 32).to(device)
     model(_randn(device, 4, 32)).sum().backward()
@@ -301,6 +337,12 @@ CASES = {
     # Operators with fixed output shapes.
     "add": lambda d: _on(d, lambda x: x + 1),
     "add_new_shape_every_call": _new_shape_every_call,
+    "attention_growing_cache": _attention_growing_cache,
+    "layer_norm_new_shape_every_call": lambda d: _new_shape_of(d, lambda x: F.layer_norm(x, (8,)), 8),
+    "conv_new_batch_size_every_call": lambda d: (lambda conv: _new_shape_of(d, conv, 3, 8, 8))(
+        torch.nn.Conv2d(3, 4, 3).to(d)),
+    "add_empty": lambda d: (lambda x: lambda: x + 1)(_randn(d, 0, 8)),
+    "logsumexp": lambda d: _on(d, lambda x: torch.logsumexp(x, 0)),
     "set_default_dtype": lambda d: lambda: torch.set_default_dtype(torch.float32),
     "fork_rng": _fork_rng,
     "pack_padded_sequence": _pack_padded_sequence,
@@ -355,6 +397,7 @@ CASES = {
     # Training.
     "mlp_step": lambda d: _mlp(d, dropout=False),
     "mlp_step_dropout": lambda d: _mlp(d, dropout=True),
+    "mlp_sgd_step_new_batch_size": _mlp_sgd_new_batch_size,
     "clip_grad_norm_": _clip_grad_norm,
     "clip_grad_norm_error_if_nonfinite": _clip_grad_norm_checked,
     "grad_scaler_unscale_update": lambda d: _grad_scaler(d, step=False),
