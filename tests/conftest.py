@@ -35,9 +35,10 @@ def pytest_collection_modifyitems(items):
 
 def _scripts_of(module):
     """The module's scripts (registered with `background` on first use), run by its SCRIPTS_RUNNER if it
-    names one."""
+    names one; those named in its FRESH_SCRIPTS are not forked (support/forkserver.py)."""
     if module.__name__ not in background.groups:
-        background.register(module.__name__, getattr(module, "SCRIPTS_RUNNER", Subprocesses)(module.SCRIPTS))
+        runner = getattr(module, "SCRIPTS_RUNNER", Subprocesses)
+        background.register(module.__name__, runner(module.SCRIPTS, fresh=getattr(module, "FRESH_SCRIPTS", ())))
     return background.groups[module.__name__]
 
 

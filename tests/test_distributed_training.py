@@ -49,6 +49,7 @@ class Worlds(Subprocesses):
     files (checkpoints, torchrun's log directories) go to the module's temporary folder."""
 
     deadline_s = WORLD_DEADLINE_S
+    forks = False  # torchrun's own process group, stopped as one
 
     def _popen(self, code, env, stdout, stderr):
         return subprocess.Popen([sys.executable, "-c", code], stdout=stdout, stderr=stderr, text=True,

@@ -27,6 +27,8 @@ sys.modules["foo_backend._build_info"] = fake
 
 # The same script eight times: each run is one chance for a shutdown race to abort it.
 EXITS_AFTER_BACKWARD = [f"exit_after_backward_{i}" for i in range(8)]
+# Scripts about importing itself run in fresh interpreters (the others fork from one: tests/support/forkserver.py).
+FRESH_SCRIPTS = {"autoload_then_deref", "import_foo_backend_first", "mismatch_through_autoload"}
 SCRIPTS = {
     **dict.fromkeys(EXITS_AFTER_BACKWARD, (
         "import torch\n"

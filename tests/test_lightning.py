@@ -54,6 +54,7 @@ exec(MODEL)  # network, Regression, loader, fit for the tests in this process
 
 
 # Fresh interpreters (tests/support/subprocesses.py), which load foo through torch's autoload only.
+FRESH_SCRIPTS = {"registered_on_import", "loading_foo_imports_no_lightning"}  # about importing: fresh interpreters
 SCRIPTS = {
     "registered_on_import": (MODEL + """
 import sys

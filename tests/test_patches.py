@@ -87,6 +87,7 @@ def test_patches_are_applied_when_their_subsystem_is_first_used(subprocesses):
                                     "'inductor_is_cpu', 'inductor_lowering_is_gpu']")
 
 
+FRESH_SCRIPTS = {"lazy"}  # which patches importing torch applies: a fresh interpreter (tests/support/forkserver.py)
 SCRIPTS = {
     "lazy": ("""
         import torch  # foo through PyTorch's backend autoload

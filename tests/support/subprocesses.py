@@ -16,6 +16,8 @@ import textwrap
 import threading
 import time
 
+from support.forkserver import close_fork_server, fork_server, forkable_env
+
 # Variables a test sets explicitly; a child never inherits them from the test run.
 _FOO_ENV = ("FOO_DEVICE_COUNT", "FOO_DEVICE_MEMORY_MB", "TORCH_DEVICE_BACKEND_AUTOLOAD")
 
@@ -27,13 +29,19 @@ class Subprocesses:
     # A script still running this long after its start is stopped (its test then fails).
     deadline_s = 300
 
-    def __init__(self, scripts):
+    # Scripts run forked from the fork server (forkserver.py), except those named in `fresh` and those whose
+    # environment variables need a fresh interpreter.
+    forks = True
+
+    def __init__(self, scripts, fresh=()):
         self.scripts = scripts
+        self.fresh = set(fresh)
         self.tmp = tempfile.mkdtemp(prefix="foo_tests_")  # the scripts' working directory
+        self.outputs = tempfile.mkdtemp(prefix="foo_tests_output_")
         self.procs = {}  # name -> Popen, once started
         self.started = {}  # name -> time.monotonic() at its start
         self.results = {}
-        self._files = {}  # name -> (stdout, stderr): files, so a script never blocks on a full pipe
+        self._files = {}  # name -> (stdout, stderr) paths: files, so a script never blocks on a full pipe
         self._lock = threading.Lock()
         self._closed = False
 
@@ -49,9 +57,14 @@ class Subprocesses:
                     full_env.pop(key, None)
                 else:
                     full_env[key] = str(value)
-            self._files[name] = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+            self._files[name] = tuple(os.path.join(self.outputs, f"{name}.{stream}") for stream in ("stdout", "stderr"))
             self.started[name] = time.monotonic()
-            self.procs[name] = self._popen(textwrap.dedent(code), full_env, *self._files[name])
+            if self.forks and forkable_env(env) and name not in self.fresh:
+                server = fork_server({k: v for k, v in os.environ.items() if k not in _FOO_ENV})
+                self.procs[name] = server.run(textwrap.dedent(code), full_env, self.tmp, *self._files[name])
+            else:
+                with open(self._files[name][0], "w") as stdout, open(self._files[name][1], "w") as stderr:
+                    self.procs[name] = self._popen(textwrap.dedent(code), full_env, stdout, stderr)
 
     def _popen(self, code, env, stdout, stderr):
         return subprocess.Popen([sys.executable, "-c", code], stdout=stdout, stderr=stderr, text=True, env=env,
@@ -75,7 +88,7 @@ class Subprocesses:
             except subprocess.TimeoutExpired:
                 self._stop(proc)
                 note = f"\n[support.subprocesses: script {name!r} stopped {self.deadline_s} s after its start]"
-            out, err = (f.seek(0) or f.read() for f in self._files[name])
+            out, err = (_read(path) for path in self._files[name])
             self.results[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err + note)
         return self.results[name]
 
@@ -95,11 +108,17 @@ class Subprocesses:
             for proc in self.procs.values():
                 if proc.poll() is None:
                     self._stop(proc)
-            for files in self._files.values():
-                for f in files:
-                    f.close()
             self._closed = True  # nothing starts after the close
         shutil.rmtree(self.tmp, ignore_errors=True)
+        shutil.rmtree(self.outputs, ignore_errors=True)
+
+
+def _read(path):
+    """A script's output file, empty if the script never opened it."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read()
 
 
 class Background:
@@ -136,6 +155,7 @@ class Background:
             self._thread.join()
         for group in self.groups.values():
             group.close()
+        close_fork_server()
 
 
 background = Background(max_running=2)
