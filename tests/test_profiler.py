@@ -122,7 +122,8 @@ def test_a_cpu_profile_shows_launch_calls_but_no_device_work():
     ProfilerActivity.PrivateUse1."""
     x = torch.ones(8, device="foo")
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        x.exp()  # a first call: run synchronously
+        x.nonzero()  # value-dependent: run synchronously
+        x.exp()
         x.exp()  # queued
         torch.foo.synchronize()
     assert {"fooStreamRunSynchronous", "fooLaunchKernel"} <= {e.name for e in prof.events()}

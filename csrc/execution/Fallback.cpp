@@ -8,7 +8,98 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
+
+#include <ATen/ops/_log_softmax_meta_dispatch.h>
+#include <ATen/ops/_softmax_meta_dispatch.h>
+#include <ATen/ops/acos_meta_dispatch.h>
+#include <ATen/ops/acosh_meta_dispatch.h>
+#include <ATen/ops/add_meta_dispatch.h>
+#include <ATen/ops/addcdiv_meta_dispatch.h>
+#include <ATen/ops/addcmul_meta_dispatch.h>
+#include <ATen/ops/addmm_meta_dispatch.h>
+#include <ATen/ops/amax_meta_dispatch.h>
+#include <ATen/ops/amin_meta_dispatch.h>
+#include <ATen/ops/argmax_meta_dispatch.h>
+#include <ATen/ops/argmin_meta_dispatch.h>
+#include <ATen/ops/asin_meta_dispatch.h>
+#include <ATen/ops/asinh_meta_dispatch.h>
+#include <ATen/ops/atan_meta_dispatch.h>
+#include <ATen/ops/atan2_meta_dispatch.h>
+#include <ATen/ops/atanh_meta_dispatch.h>
+#include <ATen/ops/baddbmm_meta_dispatch.h>
+#include <ATen/ops/bitwise_and_meta_dispatch.h>
+#include <ATen/ops/bitwise_not_meta_dispatch.h>
+#include <ATen/ops/bitwise_or_meta_dispatch.h>
+#include <ATen/ops/bitwise_xor_meta_dispatch.h>
+#include <ATen/ops/bmm_meta_dispatch.h>
+#include <ATen/ops/ceil_meta_dispatch.h>
+#include <ATen/ops/clamp_meta_dispatch.h>
+#include <ATen/ops/copysign_meta_dispatch.h>
+#include <ATen/ops/cos_meta_dispatch.h>
+#include <ATen/ops/cosh_meta_dispatch.h>
+#include <ATen/ops/cumprod_meta_dispatch.h>
+#include <ATen/ops/cumsum_meta_dispatch.h>
+#include <ATen/ops/digamma_meta_dispatch.h>
+#include <ATen/ops/div_meta_dispatch.h>
+#include <ATen/ops/elu_meta_dispatch.h>
+#include <ATen/ops/eq_meta_dispatch.h>
+#include <ATen/ops/erf_meta_dispatch.h>
+#include <ATen/ops/erfc_meta_dispatch.h>
+#include <ATen/ops/erfinv_meta_dispatch.h>
+#include <ATen/ops/exp_meta_dispatch.h>
+#include <ATen/ops/exp2_meta_dispatch.h>
+#include <ATen/ops/expm1_meta_dispatch.h>
+#include <ATen/ops/floor_meta_dispatch.h>
+#include <ATen/ops/fmax_meta_dispatch.h>
+#include <ATen/ops/fmin_meta_dispatch.h>
+#include <ATen/ops/fmod_meta_dispatch.h>
+#include <ATen/ops/frac_meta_dispatch.h>
+#include <ATen/ops/ge_meta_dispatch.h>
+#include <ATen/ops/gelu_meta_dispatch.h>
+#include <ATen/ops/gt_meta_dispatch.h>
+#include <ATen/ops/hardsigmoid_meta_dispatch.h>
+#include <ATen/ops/hypot_meta_dispatch.h>
+#include <ATen/ops/le_meta_dispatch.h>
+#include <ATen/ops/leaky_relu_meta_dispatch.h>
+#include <ATen/ops/lerp_meta_dispatch.h>
+#include <ATen/ops/lgamma_meta_dispatch.h>
+#include <ATen/ops/log_meta_dispatch.h>
+#include <ATen/ops/log10_meta_dispatch.h>
+#include <ATen/ops/log1p_meta_dispatch.h>
+#include <ATen/ops/log2_meta_dispatch.h>
+#include <ATen/ops/logaddexp_meta_dispatch.h>
+#include <ATen/ops/lt_meta_dispatch.h>
+#include <ATen/ops/maximum_meta_dispatch.h>
+#include <ATen/ops/mean_meta_dispatch.h>
+#include <ATen/ops/minimum_meta_dispatch.h>
+#include <ATen/ops/mish_meta_dispatch.h>
+#include <ATen/ops/mm_meta_dispatch.h>
+#include <ATen/ops/mul_meta_dispatch.h>
+#include <ATen/ops/ne_meta_dispatch.h>
+#include <ATen/ops/neg_meta_dispatch.h>
+#include <ATen/ops/pow_meta_dispatch.h>
+#include <ATen/ops/reciprocal_meta_dispatch.h>
+#include <ATen/ops/remainder_meta_dispatch.h>
+#include <ATen/ops/round_meta_dispatch.h>
+#include <ATen/ops/rsqrt_meta_dispatch.h>
+#include <ATen/ops/sgn_meta_dispatch.h>
+#include <ATen/ops/sigmoid_meta_dispatch.h>
+#include <ATen/ops/sign_meta_dispatch.h>
+#include <ATen/ops/signbit_meta_dispatch.h>
+#include <ATen/ops/silu_meta_dispatch.h>
+#include <ATen/ops/sin_meta_dispatch.h>
+#include <ATen/ops/sinh_meta_dispatch.h>
+#include <ATen/ops/softplus_meta_dispatch.h>
+#include <ATen/ops/sqrt_meta_dispatch.h>
+#include <ATen/ops/sub_meta_dispatch.h>
+#include <ATen/ops/sum_meta_dispatch.h>
+#include <ATen/ops/tan_meta_dispatch.h>
+#include <ATen/ops/tanh_meta_dispatch.h>
+#include <ATen/ops/threshold_backward_meta_dispatch.h>
+#include <ATen/ops/trunc_meta_dispatch.h>
+#include <ATen/ops/xlogy_meta_dispatch.h>
 
 #include "device/Generator.h"
 #include "execution/Fallback.h"
@@ -222,6 +313,198 @@ std::string firstLine(const char* message) {
   return text.substr(0, text.find('\n'));
 }
 
+// ---- New shapes of structured operators: plans from their meta functions ------------------------------
+
+// As FastOps.cpp's StructuredMeta for its unboxed operators: a call of a shape not seen before of one of
+// these structured operators is planned from its C++ meta function (the one CPU's kernel sizes its outputs
+// with), called directly since PyTorch registers Python meta functions over them in the dispatcher. A
+// caller per signature, not a template instance per operator, converts the boxed arguments: the table costs
+// the build almost nothing.
+using AnyFunction = void (*)();
+template <class... Args>
+using MetaFunction = at::Tensor (*)(Args...);
+using MetaCaller = at::Tensor (*)(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call);
+
+template <class... Args>
+AnyFunction erase(MetaFunction<Args...> fn) {
+  return reinterpret_cast<AnyFunction>(fn);
+}
+
+template <class... Args>
+MetaFunction<Args...> restore(AnyFunction fn) {
+  return reinterpret_cast<MetaFunction<Args...>>(fn);
+}
+
+using T = const at::Tensor&;
+using S = const at::Scalar&;
+
+at::Tensor metaTensor(const c10::IValue& value, const HostKernelCall& call) { return call.metaOf(value.toTensor()); }
+
+std::optional<at::Scalar> optionalScalar(const c10::IValue& value) {
+  return value.isNone() ? std::nullopt : std::optional<at::Scalar>(value.toScalar());
+}
+
+std::optional<at::ScalarType> optionalDtype(const c10::IValue& value) {
+  return value.isNone() ? std::nullopt : std::optional<at::ScalarType>(value.toScalarType());
+}
+
+struct BoxedMeta {
+  MetaCaller caller;
+  AnyFunction fn;
+  size_t arguments;  // the schema's: a mismatch plans nothing
+};
+
+const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
+  static const auto* const table = [] {
+    const MetaCaller unary = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T>(f)(metaTensor(a[0], c));
+    };
+    const MetaCaller binary = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, T>(f)(metaTensor(a[0], c), metaTensor(a[1], c));
+    };
+    const MetaCaller binary_scalar = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, T, S>(f)(metaTensor(a[0], c), metaTensor(a[1], c), a[2].toScalar());
+    };
+    const MetaCaller with_scalar = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, S>(f)(metaTensor(a[0], c), a[1].toScalar());
+    };
+    const MetaCaller with_two_scalars = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, S, S>(f)(metaTensor(a[0], c), a[1].toScalar(), a[2].toScalar());
+    };
+    const MetaCaller with_three_scalars = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, S, S, S>(f)(metaTensor(a[0], c), a[1].toScalar(), a[2].toScalar(), a[3].toScalar());
+    };
+    const MetaCaller ternary_scalar = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, T, T, S>(f)(metaTensor(a[0], c), metaTensor(a[1], c), metaTensor(a[2], c), a[3].toScalar());
+    };
+    const MetaCaller ternary_two_scalars = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, T, T, S, S>(f)(metaTensor(a[0], c), metaTensor(a[1], c), metaTensor(a[2], c),
+                                       a[3].toScalar(), a[4].toScalar());
+    };
+    const MetaCaller reduction = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      const std::optional<c10::DimVector> dims =
+          a[1].isNone() ? std::nullopt : std::optional<c10::DimVector>(a[1].toDimVector());
+      return restore<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(f)(
+          metaTensor(a[0], c), dims ? at::OptionalIntArrayRef(*dims) : std::nullopt, a[2].toBool(),
+          optionalDtype(a[3]));
+    };
+    const MetaCaller extremum = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, at::IntArrayRef, bool>(f)(metaTensor(a[0], c), a[1].toDimVector(), a[2].toBool());
+    };
+    const MetaCaller arg_extremum = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, std::optional<int64_t>, bool>(f)(metaTensor(a[0], c), a[1].toOptional<int64_t>(),
+                                                         a[2].toBool());
+    };
+    const MetaCaller scan = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, int64_t, std::optional<at::ScalarType>>(f)(metaTensor(a[0], c), a[1].toInt(),
+                                                                   optionalDtype(a[2]));
+    };
+    const MetaCaller softmax = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, int64_t, bool>(f)(metaTensor(a[0], c), a[1].toInt(), a[2].toBool());
+    };
+    const MetaCaller gelu = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, c10::string_view>(f)(metaTensor(a[0], c), a[1].toStringView());
+    };
+    const MetaCaller clamp = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
+      return restore<T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>(f)(
+          metaTensor(a[0], c), optionalScalar(a[1]), optionalScalar(a[2]));
+    };
+    auto* t = new std::unordered_map<std::string, BoxedMeta>;
+    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T>>>{
+             {"exp", at::meta::exp}, {"log", at::meta::log}, {"sin", at::meta::sin}, {"cos", at::meta::cos},
+             {"tan", at::meta::tan}, {"sqrt", at::meta::sqrt}, {"rsqrt", at::meta::rsqrt}, {"neg", at::meta::neg},
+             {"reciprocal", at::meta::reciprocal}, {"erf", at::meta::erf}, {"erfc", at::meta::erfc},
+             {"erfinv", at::meta::erfinv}, {"exp2", at::meta::exp2}, {"expm1", at::meta::expm1},
+             {"log1p", at::meta::log1p}, {"log2", at::meta::log2}, {"log10", at::meta::log10},
+             {"floor", at::meta::floor}, {"ceil", at::meta::ceil}, {"trunc", at::meta::trunc},
+             {"frac", at::meta::frac}, {"sign", at::meta::sign}, {"sgn", at::meta::sgn}, {"asin", at::meta::asin},
+             {"acos", at::meta::acos}, {"atan", at::meta::atan}, {"sinh", at::meta::sinh}, {"cosh", at::meta::cosh},
+             {"asinh", at::meta::asinh}, {"acosh", at::meta::acosh}, {"atanh", at::meta::atanh},
+             {"silu", at::meta::silu}, {"mish", at::meta::mish}, {"hardsigmoid", at::meta::hardsigmoid},
+             {"digamma", at::meta::digamma}, {"lgamma", at::meta::lgamma}, {"signbit", at::meta::signbit},
+             {"bitwise_not", at::meta::bitwise_not}, {"round", at::meta::round}, {"sigmoid", at::meta::sigmoid},
+             {"tanh", at::meta::tanh}}) {
+      t->emplace(std::string("aten::") + name, BoxedMeta{unary, erase(fn), 1});
+    }
+    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T>>>{
+             {"mul.Tensor", at::meta::mul}, {"div.Tensor", at::meta::div}, {"maximum", at::meta::maximum},
+             {"minimum", at::meta::minimum}, {"fmax", at::meta::fmax}, {"fmin", at::meta::fmin},
+             {"atan2", at::meta::atan2}, {"pow.Tensor_Tensor", at::meta::pow}, {"eq.Tensor", at::meta::eq},
+             {"ne.Tensor", at::meta::ne}, {"lt.Tensor", at::meta::lt}, {"le.Tensor", at::meta::le},
+             {"gt.Tensor", at::meta::gt}, {"ge.Tensor", at::meta::ge}, {"bitwise_and.Tensor", at::meta::bitwise_and},
+             {"bitwise_or.Tensor", at::meta::bitwise_or}, {"bitwise_xor.Tensor", at::meta::bitwise_xor},
+             {"remainder.Tensor", at::meta::remainder}, {"fmod.Tensor", at::meta::fmod},
+             {"hypot", at::meta::hypot}, {"copysign.Tensor", at::meta::copysign},
+             {"logaddexp", at::meta::logaddexp}, {"xlogy.Tensor", at::meta::xlogy}, {"mm", at::meta::mm},
+             {"bmm", at::meta::bmm}}) {
+      t->emplace(std::string("aten::") + name, BoxedMeta{binary, erase(fn), 2});
+    }
+    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T, S>>>{
+             {"add.Tensor", at::meta::add}, {"sub.Tensor", at::meta::sub},
+             {"threshold_backward", at::meta::threshold_backward}, {"lerp.Scalar", at::meta::lerp}}) {
+      t->emplace(std::string("aten::") + name, BoxedMeta{binary_scalar, erase(fn), 3});
+    }
+    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, S>>>{
+             {"pow.Tensor_Scalar", at::meta::pow}, {"eq.Scalar", at::meta::eq}, {"ne.Scalar", at::meta::ne},
+             {"lt.Scalar", at::meta::lt}, {"le.Scalar", at::meta::le}, {"gt.Scalar", at::meta::gt},
+             {"ge.Scalar", at::meta::ge}, {"leaky_relu", at::meta::leaky_relu}}) {
+      t->emplace(std::string("aten::") + name, BoxedMeta{with_scalar, erase(fn), 2});
+    }
+    t->emplace("aten::softplus", BoxedMeta{with_two_scalars, erase<T, S, S>(at::meta::softplus), 3});
+    t->emplace("aten::elu", BoxedMeta{with_three_scalars, erase<T, S, S, S>(at::meta::elu), 4});
+    t->emplace("aten::addcmul", BoxedMeta{ternary_scalar, erase<T, T, T, S>(at::meta::addcmul), 4});
+    t->emplace("aten::addcdiv", BoxedMeta{ternary_scalar, erase<T, T, T, S>(at::meta::addcdiv), 4});
+    t->emplace("aten::addmm", BoxedMeta{ternary_two_scalars, erase<T, T, T, S, S>(at::meta::addmm), 5});
+    t->emplace("aten::baddbmm", BoxedMeta{ternary_two_scalars, erase<T, T, T, S, S>(at::meta::baddbmm), 5});
+    using Reduction = MetaFunction<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>;
+    t->emplace("aten::sum.dim_IntList", BoxedMeta{reduction, erase(static_cast<Reduction>(at::meta::sum)), 4});
+    t->emplace("aten::mean.dim", BoxedMeta{reduction, erase(static_cast<Reduction>(at::meta::mean)), 4});
+    t->emplace("aten::amax", BoxedMeta{extremum, erase<T, at::IntArrayRef, bool>(at::meta::amax), 3});
+    t->emplace("aten::amin", BoxedMeta{extremum, erase<T, at::IntArrayRef, bool>(at::meta::amin), 3});
+    t->emplace("aten::argmax", BoxedMeta{arg_extremum, erase<T, std::optional<int64_t>, bool>(at::meta::argmax), 3});
+    t->emplace("aten::argmin", BoxedMeta{arg_extremum, erase<T, std::optional<int64_t>, bool>(at::meta::argmin), 3});
+    t->emplace("aten::cumsum", BoxedMeta{scan, erase<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumsum), 3});
+    t->emplace("aten::cumprod", BoxedMeta{scan, erase<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumprod), 3});
+    t->emplace("aten::_softmax", BoxedMeta{softmax, erase<T, int64_t, bool>(at::meta::_softmax), 3});
+    t->emplace("aten::_log_softmax", BoxedMeta{softmax, erase<T, int64_t, bool>(at::meta::_log_softmax), 3});
+    t->emplace("aten::gelu", BoxedMeta{gelu, erase<T, c10::string_view>(at::meta::gelu), 2});
+    using Clamp = MetaFunction<T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>;
+    t->emplace("aten::clamp", BoxedMeta{clamp, erase(static_cast<Clamp>(at::meta::clamp)), 3});
+    return t;
+  }();
+  return *table;
+}
+
+// The plan of a boxed call from its operator's meta function, once its kernel ran with the same dtypes (or
+// while a capture records it); else nullptr, with `first_use` set when the call's kernel is to run first.
+std::shared_ptr<LaunchPlan> planFromMeta(const c10::OperatorHandle& op, HostKernelCall& call, const c10::IValue* args,
+                                         std::optional<KernelKey>& first_use) {
+  const c10::FunctionSchema& schema = op.schema();
+  const std::string name =
+      schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
+  const auto found = boxedMetas().find(name);
+  if (found == boxedMetas().end() || found->second.arguments != schema.arguments().size() ||
+      !call.mayPlanFromMeta()) {
+    return nullptr;
+  }
+  KernelKey key(&schema);
+  for (size_t i = 0; i < schema.arguments().size(); ++i) key.add(args[i]);
+  if (!kernelRan(key) && !call.capturing()) {
+    first_use = std::move(key);
+    return nullptr;
+  }
+  struct DiscardWarnings final : c10::WarningHandler {  // the kernel warns when it runs
+    void process(const c10::Warning&) override {}
+  } discard;
+  c10::WarningUtils::WarningHandlerGuard no_warnings(&discard);
+  try {
+    const at::Tensor output = found->second.caller(found->second.fn, args, call);
+    return call.planFromMeta({output}, {-1});
+  } catch (const std::exception&) {
+    return nullptr;  // the call runs, and raises CPU's error
+  }
+}
+
 void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   // Operators of other libraries reach foo only through kernels registered for foo, as on a GPU: running
@@ -262,11 +545,16 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (isViewOperator(schema) || (!dense && isSparseMetadataOperator(schema))) {
     call.runMetadataOnly(cpu_kernel);
     call.syncArguments();
-  } else if (std::shared_ptr<LaunchPlan> plan = call.plan()) {
-    runQueued(op, call, std::move(plan), cpu_keys, stack);
-    return;
   } else {
+    std::optional<KernelKey> first_use;
+    std::shared_ptr<LaunchPlan> plan = call.plan();
+    if (!plan && dense) plan = planFromMeta(op, call, args, first_use);
+    if (plan) {
+      runQueued(op, call, std::move(plan), cpu_keys, stack);
+      return;
+    }
     call.run(cpu_kernel);
+    if (first_use) noteKernelRan(*first_use);
     const bool arguments_changed = call.syncArguments();
     std::vector<at::Tensor> results;
     std::vector<int> structure;

@@ -1,5 +1,6 @@
 #include "execution/HostKernel.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/core/TensorBody.h>
 #include <c10/core/CPUAllocator.h>
@@ -180,14 +181,26 @@ bool HostKernelCall::capturing() {
   return capturing != 0;
 }
 
-std::shared_ptr<LaunchPlan> HostKernelCall::planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs) {
+std::shared_ptr<LaunchPlan> HostKernelCall::planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs,
+                                                         std::vector<int> structure) {
   auto plan = std::make_shared<LaunchPlan>();
   plan->kernel_name = kernelName();
   for (const at::Tensor& meta : meta_outputs) {
     plan->outputs.push_back({LaunchPlan::Output::kFresh, 0, TensorLayout(meta)});
   }
+  plan->structure = std::move(structure);
   rememberLaunchPlan(signature_, plan);
   return plan;
+}
+
+at::Tensor HostKernelCall::metaOf(const at::Tensor& argument) const {
+  for (const Alias& a : aliases_) {
+    if (a.view.defined() && a.view.unsafeGetTensorImpl() == argument.unsafeGetTensorImpl()) {
+      return at::detail::empty_strided_meta(argument.sizes(), argument.strides(), argument.scalar_type(),
+                                            std::nullopt, std::nullopt, std::nullopt);
+    }
+  }
+  return argument;
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {

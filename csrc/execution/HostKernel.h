@@ -122,15 +122,18 @@ class HostKernelCall {
   // else nullptr.
   std::shared_ptr<LaunchPlan> plan();
   // For a call plan() found no plan for: whether its outputs' layouts may be computed on the host instead
-  // of learnt by running it (a structured operator's meta function, FastOps.cpp). Not where foo arguments
-  // share memory (a meta function sees no overlap between separate meta tensors) or carry conjugate or
-  // negative bits, which meta tensors do not.
+  // of learnt by running it (a structured operator's meta function: FastOps.cpp, Fallback.cpp). Not where
+  // foo arguments share memory (a meta function sees no overlap between separate meta tensors) or carry
+  // conjugate or negative bits, which meta tensors do not.
   bool mayPlanFromMeta();
   // Whether the call is being captured into a graph: it cannot run at the call, only be recorded.
   bool capturing();
   // A plan from the outputs' layouts computed on the host (meta tensors, flattened; none for a call that
   // returns the argument it writes), remembered for later calls with this signature.
-  std::shared_ptr<LaunchPlan> planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs);
+  std::shared_ptr<LaunchPlan> planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs, std::vector<int> structure = {});
+  // What a meta function receives for an argument of the boxed call: a meta tensor with the layout of a foo
+  // argument's kernel view; any other tensor (a host scalar) as it is.
+  at::Tensor metaOf(const at::Tensor& argument) const;
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
   // grouped as `structure` says) as the plan for later calls with this signature.
   void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);

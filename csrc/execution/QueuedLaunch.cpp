@@ -149,6 +149,20 @@ void KernelKey::add(const c10::Scalar& value) {
   words_.push_back(value.isComplex() ? -2 : value.isFloatingPoint() ? -3 : value.isBoolean() ? -4 : -5);
 }
 
+void KernelKey::add(const c10::IValue& value) {
+  if (value.isTensor()) {
+    add(value.toTensor());
+  } else if (value.isInt() || value.isBool()) {
+    words_.push_back(value.isInt() ? value.toInt() : value.toBool());
+  } else if (value.isDouble() || value.isComplexDouble()) {
+    add(value.isDouble() ? c10::Scalar(value.toDouble()) : c10::Scalar(value.toComplexDouble()));
+  } else if (value.isString()) {
+    words_.push_back(static_cast<int64_t>(std::hash<std::string_view>()(value.toStringView())));
+  } else if (value.isNone()) {
+    words_.push_back(-1);
+  }
+}
+
 namespace {
 // The kernel keys that ran on this thread, by hash. Bounded: forgetting one only makes a call run again.
 thread_local std::unordered_multimap<size_t, std::vector<int64_t>> t_kernels_ran;

@@ -5,7 +5,7 @@
 // advance in one of two ways: learnt, when an earlier call with the same *signature* (operator, every
 // tensor's dtype, shape, strides and aliasing, every other argument's value) ran synchronously and
 // returned them; or computed on the host by the operator's meta function, for the structured operators
-// of FastOps.cpp, once their kernel ran with the same dtypes (KernelKey). Operators tagged as having
+// of FastOps.cpp and Fallback.cpp's table, once their kernel ran with the same dtypes (KernelKey). Operators tagged as having
 // data-dependent outputs and calls with host tensors always run synchronously.
 //
 // A call with a plan is queued on the current stream instead of run at once: the host allocates its
@@ -134,6 +134,9 @@ class KernelKey {
   void add(bool value) { words_.push_back(value); }
   void add(const c10::SymInt& value) { words_.push_back(value.is_heap_allocated() ? -1 : value.as_int_unchecked()); }
   void add(std::optional<c10::ScalarType> dtype) { words_.push_back(dtype ? static_cast<int64_t>(*dtype) : -1); }
+  // A boxed argument: a tensor as above, a number's kind, an integer's, flag's or string's value (dtypes
+  // are integers there), nothing for a list (sizes, dimensions).
+  void add(const c10::IValue& value);
   // Sizes and dimensions select no kernel.
   template <class T>
   void add(const T&) {}
