@@ -335,6 +335,7 @@ MetaFunction<Args...> restore(AnyFunction fn) {
   return reinterpret_cast<MetaFunction<Args...>>(fn);
 }
 
+// A meta function's tensor and scalar parameter types, named short: the table spells many signatures.
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 
