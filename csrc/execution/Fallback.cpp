@@ -317,100 +317,100 @@ std::string firstLine(const char* message) {
 
 // As FastOps.cpp's StructuredMeta for its unboxed operators: a call of a shape not seen before of one of
 // these structured operators is planned from its C++ meta function (the one CPU's kernel sizes its outputs
-// with), called directly since PyTorch registers Python meta functions over them in the dispatcher. A
-// caller per signature, not a template instance per operator, converts the boxed arguments: the table costs
-// the build almost nothing.
+// with), called directly since PyTorch registers Python meta functions over them in the dispatcher. The
+// table holds each function type-erased beside the caller for its signature, which converts the boxed
+// arguments: a template instance per signature, not per operator, so the table costs the build little.
 using AnyFunction = void (*)();
-template <class... Args>
-using MetaFunction = at::Tensor (*)(Args...);
-using MetaCaller = at::Tensor (*)(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call);
+template <class... Params>
+using MetaFunction = at::Tensor (*)(Params...);
 
-template <class... Args>
-AnyFunction erase(MetaFunction<Args...> fn) {
-  return reinterpret_cast<AnyFunction>(fn);
+// A boxed argument as a meta function's parameter of type Param.
+template <class Param>
+struct FromBoxed;
+template <>
+struct FromBoxed<const at::Tensor&> {
+  static at::Tensor get(const c10::IValue& value, const HostKernelCall& call) { return call.metaOf(value.toTensor()); }
+};
+template <>
+struct FromBoxed<const at::Scalar&> {
+  static at::Scalar get(const c10::IValue& value, const HostKernelCall&) { return value.toScalar(); }
+};
+template <>
+struct FromBoxed<const std::optional<at::Scalar>&> {
+  static std::optional<at::Scalar> get(const c10::IValue& value, const HostKernelCall&) {
+    return value.isNone() ? std::nullopt : std::optional<at::Scalar>(value.toScalar());
+  }
+};
+template <>
+struct FromBoxed<bool> {
+  static bool get(const c10::IValue& value, const HostKernelCall&) { return value.toBool(); }
+};
+template <>
+struct FromBoxed<int64_t> {
+  static int64_t get(const c10::IValue& value, const HostKernelCall&) { return value.toInt(); }
+};
+template <>
+struct FromBoxed<std::optional<int64_t>> {
+  static std::optional<int64_t> get(const c10::IValue& value, const HostKernelCall&) {
+    return value.toOptional<int64_t>();
+  }
+};
+template <>
+struct FromBoxed<std::optional<at::ScalarType>> {
+  static std::optional<at::ScalarType> get(const c10::IValue& value, const HostKernelCall&) {
+    return value.isNone() ? std::nullopt : std::optional<at::ScalarType>(value.toScalarType());
+  }
+};
+template <>
+struct FromBoxed<c10::string_view> {
+  static c10::string_view get(const c10::IValue& value, const HostKernelCall&) { return value.toStringView(); }
+};
+template <>
+struct FromBoxed<at::IntArrayRef> {
+  // The dimensions themselves: the call's temporary outlives the meta function's use of them.
+  static c10::DimVector get(const c10::IValue& value, const HostKernelCall&) { return value.toDimVector(); }
+};
+template <>
+struct FromBoxed<at::OptionalIntArrayRef> {
+  struct Dims {
+    std::optional<c10::DimVector> dims;
+    operator at::OptionalIntArrayRef() const { return dims ? at::OptionalIntArrayRef(*dims) : std::nullopt; }
+  };
+  static Dims get(const c10::IValue& value, const HostKernelCall&) {
+    return {value.isNone() ? std::nullopt : std::optional<c10::DimVector>(value.toDimVector())};
+  }
+};
+
+template <class... Params, size_t... I>
+at::Tensor callWithBoxed(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call,
+                         std::index_sequence<I...>) {
+  return reinterpret_cast<MetaFunction<Params...>>(fn)(FromBoxed<Params>::get(args[I], call)...);
 }
 
-template <class... Args>
-MetaFunction<Args...> restore(AnyFunction fn) {
-  return reinterpret_cast<MetaFunction<Args...>>(fn);
+template <class... Params>
+at::Tensor callWithBoxed(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call) {
+  return callWithBoxed<Params...>(fn, args, call, std::index_sequence_for<Params...>());
+}
+
+struct BoxedMeta {
+  at::Tensor (*caller)(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call);
+  AnyFunction fn;
+  size_t arguments;  // the meta function's: a schema with another count plans nothing
+};
+
+template <class... Params>
+BoxedMeta boxedMeta(MetaFunction<Params...> fn) {
+  return {&callWithBoxed<Params...>, reinterpret_cast<AnyFunction>(fn), sizeof...(Params)};
 }
 
 // A meta function's tensor and scalar parameter types, named short: the table spells many signatures.
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 
-at::Tensor metaTensor(const c10::IValue& value, const HostKernelCall& call) { return call.metaOf(value.toTensor()); }
-
-std::optional<at::Scalar> optionalScalar(const c10::IValue& value) {
-  return value.isNone() ? std::nullopt : std::optional<at::Scalar>(value.toScalar());
-}
-
-std::optional<at::ScalarType> optionalDtype(const c10::IValue& value) {
-  return value.isNone() ? std::nullopt : std::optional<at::ScalarType>(value.toScalarType());
-}
-
-struct BoxedMeta {
-  MetaCaller caller;
-  AnyFunction fn;
-  size_t arguments;  // the schema's: a mismatch plans nothing
-};
-
 const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
   static const auto* const table = [] {
-    const MetaCaller unary = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T>(f)(metaTensor(a[0], c));
-    };
-    const MetaCaller binary = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, T>(f)(metaTensor(a[0], c), metaTensor(a[1], c));
-    };
-    const MetaCaller binary_scalar = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, T, S>(f)(metaTensor(a[0], c), metaTensor(a[1], c), a[2].toScalar());
-    };
-    const MetaCaller with_scalar = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, S>(f)(metaTensor(a[0], c), a[1].toScalar());
-    };
-    const MetaCaller with_two_scalars = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, S, S>(f)(metaTensor(a[0], c), a[1].toScalar(), a[2].toScalar());
-    };
-    const MetaCaller with_three_scalars = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, S, S, S>(f)(metaTensor(a[0], c), a[1].toScalar(), a[2].toScalar(), a[3].toScalar());
-    };
-    const MetaCaller ternary_scalar = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, T, T, S>(f)(metaTensor(a[0], c), metaTensor(a[1], c), metaTensor(a[2], c), a[3].toScalar());
-    };
-    const MetaCaller ternary_two_scalars = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, T, T, S, S>(f)(metaTensor(a[0], c), metaTensor(a[1], c), metaTensor(a[2], c),
-                                       a[3].toScalar(), a[4].toScalar());
-    };
-    const MetaCaller reduction = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      const std::optional<c10::DimVector> dims =
-          a[1].isNone() ? std::nullopt : std::optional<c10::DimVector>(a[1].toDimVector());
-      return restore<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(f)(
-          metaTensor(a[0], c), dims ? at::OptionalIntArrayRef(*dims) : std::nullopt, a[2].toBool(),
-          optionalDtype(a[3]));
-    };
-    const MetaCaller extremum = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, at::IntArrayRef, bool>(f)(metaTensor(a[0], c), a[1].toDimVector(), a[2].toBool());
-    };
-    const MetaCaller arg_extremum = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, std::optional<int64_t>, bool>(f)(metaTensor(a[0], c), a[1].toOptional<int64_t>(),
-                                                         a[2].toBool());
-    };
-    const MetaCaller scan = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, int64_t, std::optional<at::ScalarType>>(f)(metaTensor(a[0], c), a[1].toInt(),
-                                                                   optionalDtype(a[2]));
-    };
-    const MetaCaller softmax = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, int64_t, bool>(f)(metaTensor(a[0], c), a[1].toInt(), a[2].toBool());
-    };
-    const MetaCaller gelu = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, c10::string_view>(f)(metaTensor(a[0], c), a[1].toStringView());
-    };
-    const MetaCaller clamp = [](AnyFunction f, const c10::IValue* a, const HostKernelCall& c) {
-      return restore<T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>(f)(
-          metaTensor(a[0], c), optionalScalar(a[1]), optionalScalar(a[2]));
-    };
     auto* t = new std::unordered_map<std::string, BoxedMeta>;
+    const auto add = [t](const char* name, BoxedMeta meta) { t->emplace(std::string("aten::") + name, meta); };
     for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T>>>{
              {"exp", at::meta::exp}, {"log", at::meta::log}, {"sin", at::meta::sin}, {"cos", at::meta::cos},
              {"tan", at::meta::tan}, {"sqrt", at::meta::sqrt}, {"rsqrt", at::meta::rsqrt}, {"neg", at::meta::neg},
@@ -425,7 +425,7 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
              {"digamma", at::meta::digamma}, {"lgamma", at::meta::lgamma}, {"signbit", at::meta::signbit},
              {"bitwise_not", at::meta::bitwise_not}, {"round", at::meta::round}, {"sigmoid", at::meta::sigmoid},
              {"tanh", at::meta::tanh}}) {
-      t->emplace(std::string("aten::") + name, BoxedMeta{unary, erase(fn), 1});
+      add(name, boxedMeta(fn));
     }
     for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T>>>{
              {"mul.Tensor", at::meta::mul}, {"div.Tensor", at::meta::div}, {"maximum", at::meta::maximum},
@@ -438,46 +438,43 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
              {"hypot", at::meta::hypot}, {"copysign.Tensor", at::meta::copysign},
              {"logaddexp", at::meta::logaddexp}, {"xlogy.Tensor", at::meta::xlogy}, {"mm", at::meta::mm},
              {"bmm", at::meta::bmm}}) {
-      t->emplace(std::string("aten::") + name, BoxedMeta{binary, erase(fn), 2});
+      add(name, boxedMeta(fn));
     }
     for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T, S>>>{
              {"add.Tensor", at::meta::add}, {"sub.Tensor", at::meta::sub},
              {"threshold_backward", at::meta::threshold_backward}, {"lerp.Scalar", at::meta::lerp}}) {
-      t->emplace(std::string("aten::") + name, BoxedMeta{binary_scalar, erase(fn), 3});
+      add(name, boxedMeta(fn));
     }
     for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, S>>>{
              {"pow.Tensor_Scalar", at::meta::pow}, {"eq.Scalar", at::meta::eq}, {"ne.Scalar", at::meta::ne},
              {"lt.Scalar", at::meta::lt}, {"le.Scalar", at::meta::le}, {"gt.Scalar", at::meta::gt},
              {"ge.Scalar", at::meta::ge}, {"leaky_relu", at::meta::leaky_relu}}) {
-      t->emplace(std::string("aten::") + name, BoxedMeta{with_scalar, erase(fn), 2});
+      add(name, boxedMeta(fn));
     }
-    t->emplace("aten::softplus", BoxedMeta{with_two_scalars, erase<T, S, S>(at::meta::softplus), 3});
-    t->emplace("aten::elu", BoxedMeta{with_three_scalars, erase<T, S, S, S>(at::meta::elu), 4});
-    t->emplace("aten::addcmul", BoxedMeta{ternary_scalar, erase<T, T, T, S>(at::meta::addcmul), 4});
-    t->emplace("aten::addcdiv", BoxedMeta{ternary_scalar, erase<T, T, T, S>(at::meta::addcdiv), 4});
-    t->emplace("aten::addmm", BoxedMeta{ternary_two_scalars, erase<T, T, T, S, S>(at::meta::addmm), 5});
-    t->emplace("aten::baddbmm", BoxedMeta{ternary_two_scalars, erase<T, T, T, S, S>(at::meta::baddbmm), 5});
-    using Reduction = MetaFunction<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>;
-    t->emplace("aten::sum.dim_IntList", BoxedMeta{reduction, erase(static_cast<Reduction>(at::meta::sum)), 4});
-    t->emplace("aten::mean.dim", BoxedMeta{reduction, erase(static_cast<Reduction>(at::meta::mean)), 4});
-    t->emplace("aten::amax", BoxedMeta{extremum, erase<T, at::IntArrayRef, bool>(at::meta::amax), 3});
-    t->emplace("aten::amin", BoxedMeta{extremum, erase<T, at::IntArrayRef, bool>(at::meta::amin), 3});
-    t->emplace("aten::argmax", BoxedMeta{arg_extremum, erase<T, std::optional<int64_t>, bool>(at::meta::argmax), 3});
-    t->emplace("aten::argmin", BoxedMeta{arg_extremum, erase<T, std::optional<int64_t>, bool>(at::meta::argmin), 3});
-    t->emplace("aten::cumsum", BoxedMeta{scan, erase<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumsum), 3});
-    t->emplace("aten::cumprod", BoxedMeta{scan, erase<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumprod), 3});
-    t->emplace("aten::_softmax", BoxedMeta{softmax, erase<T, int64_t, bool>(at::meta::_softmax), 3});
-    t->emplace("aten::_log_softmax", BoxedMeta{softmax, erase<T, int64_t, bool>(at::meta::_log_softmax), 3});
-    t->emplace("aten::gelu", BoxedMeta{gelu, erase<T, c10::string_view>(at::meta::gelu), 2});
-    using Clamp = MetaFunction<T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>;
-    t->emplace("aten::clamp", BoxedMeta{clamp, erase(static_cast<Clamp>(at::meta::clamp)), 3});
+    add("softplus", boxedMeta<T, S, S>(at::meta::softplus));
+    add("elu", boxedMeta<T, S, S, S>(at::meta::elu));
+    add("addcmul", boxedMeta<T, T, T, S>(at::meta::addcmul));
+    add("addcdiv", boxedMeta<T, T, T, S>(at::meta::addcdiv));
+    add("addmm", boxedMeta<T, T, T, S, S>(at::meta::addmm));
+    add("baddbmm", boxedMeta<T, T, T, S, S>(at::meta::baddbmm));
+    add("sum.dim_IntList", boxedMeta<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(at::meta::sum));
+    add("mean.dim", boxedMeta<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(at::meta::mean));
+    add("amax", boxedMeta<T, at::IntArrayRef, bool>(at::meta::amax));
+    add("amin", boxedMeta<T, at::IntArrayRef, bool>(at::meta::amin));
+    add("argmax", boxedMeta<T, std::optional<int64_t>, bool>(at::meta::argmax));
+    add("argmin", boxedMeta<T, std::optional<int64_t>, bool>(at::meta::argmin));
+    add("cumsum", boxedMeta<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumsum));
+    add("cumprod", boxedMeta<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumprod));
+    add("_softmax", boxedMeta<T, int64_t, bool>(at::meta::_softmax));
+    add("_log_softmax", boxedMeta<T, int64_t, bool>(at::meta::_log_softmax));
+    add("gelu", boxedMeta<T, c10::string_view>(at::meta::gelu));
+    add("clamp", boxedMeta<T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>(at::meta::clamp));
     return t;
   }();
   return *table;
 }
 
-// The plan of a boxed call from its operator's meta function, once its kernel ran with the same dtypes (or
-// while a capture records it); else nullptr, with `first_use` set when the call's kernel is to run first.
+// The plan of a boxed call from its operator's meta function (HostKernelCall::planFromMeta), or nullptr.
 std::shared_ptr<LaunchPlan> planFromMeta(const c10::OperatorHandle& op, HostKernelCall& call, const c10::IValue* args,
                                          std::optional<KernelKey>& first_use) {
   const c10::FunctionSchema& schema = op.schema();
@@ -490,20 +487,14 @@ std::shared_ptr<LaunchPlan> planFromMeta(const c10::OperatorHandle& op, HostKern
   }
   KernelKey key(&schema);
   for (size_t i = 0; i < schema.arguments().size(); ++i) key.add(args[i]);
-  if (!kernelRan(key) && !call.capturing()) {
-    first_use = std::move(key);
-    return nullptr;
-  }
-  struct DiscardWarnings final : c10::WarningHandler {  // the kernel warns when it runs
-    void process(const c10::Warning&) override {}
-  } discard;
-  c10::WarningUtils::WarningHandlerGuard no_warnings(&discard);
-  try {
-    const at::Tensor output = found->second.caller(found->second.fn, args, call);
-    return call.planFromMeta({output}, {-1});
-  } catch (const std::exception&) {
-    return nullptr;  // the call runs, and raises CPU's error
-  }
+  const BoxedMeta& meta = found->second;
+  return call.planFromMeta(
+      std::move(key),
+      [&](std::vector<at::Tensor>& outputs) {
+        outputs.push_back(meta.caller(meta.fn, args, call));
+        return true;
+      },
+      {-1}, first_use);
 }
 
 void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {

@@ -2,7 +2,6 @@
 // different operator (convolution). They run exactly the same mechanism as the boxed fallback
 // (HostKernelCall: kernel views in, CPU kernel on device memory, results mapped back) but skip boxing
 // the arguments, which dominates the cost of a small op.
-#include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
@@ -257,14 +256,9 @@ struct StructuredMeta<at::_ops::relu> {
   static at::Tensor run(const at::Tensor& self) { return at::meta::clamp_min(self, 0); }
 };
 
-// What a meta function receives for an argument: a foo tensor becomes a meta tensor of its layout (its
-// storage offset aside, which decides no output's layout); anything else, host scalars included, is passed
-// as it is.
-at::Tensor metaArgument(const at::Tensor& t) {
-  if (!t.defined() || !isFoo(t)) return t;
-  return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, std::nullopt,
-                                        std::nullopt);
-}
+// What a meta function receives for an argument: a foo tensor becomes a meta tensor of its layout
+// (metaLike); anything else, host scalars included, is passed as it is.
+at::Tensor metaArgument(const at::Tensor& t) { return t.defined() && isFoo(t) ? metaLike(t) : t; }
 
 std::optional<at::Tensor> metaArgument(const std::optional<at::Tensor>& t) {
   return t ? std::optional<at::Tensor>(metaArgument(*t)) : std::nullopt;
@@ -341,12 +335,9 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
       if (!plan && call.mayPlanFromMeta()) {
         KernelKey key(&kId);
         (key.add(args), ...);
-        // A capture cannot run the call: it records it from its meta function even on the kernel's first use.
-        if (kernelRan(key) || call.capturing()) {
-          plan = planFromMeta(call, args...);
-        } else {
-          first_use = std::move(key);
-        }
+        plan = call.planFromMeta(
+            std::move(key), [&](std::vector<at::Tensor>& outputs) { return metaOutputs(outputs, args...); }, {},
+            first_use);
       }
     }
     if (plan) {
@@ -396,24 +387,13 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
     }
   }
 
-  // The plan of a call from its operator's meta function (see StructuredMeta), or nullptr where the meta
-  // function raised (the call runs, and raises CPU's error) or resized an argument.
-  static std::shared_ptr<LaunchPlan> planFromMeta(HostKernelCall& call, Args... args) {
+  // Appends the outputs of the operator's meta function (see StructuredMeta) for these arguments; false where
+  // it resized an argument (HostKernelCall::planFromMeta).
+  static bool metaOutputs(std::vector<at::Tensor>& outputs, Args... args) {
     auto metas = std::make_tuple(metaArgument(args)...);
-    std::vector<at::Tensor> outputs;
-    // The kernel warns (an out= resize) when it runs: the meta function must not warn a second time.
-    struct DiscardWarnings final : c10::WarningHandler {
-      void process(const c10::Warning&) override {}
-    } discard;
-    c10::WarningUtils::WarningHandlerGuard no_warnings(&discard);
-    try {
-      auto result = std::apply([](auto&... m) { return StructuredMeta<Op>::run(m...); }, metas);
-      if constexpr (!kReturnsArgument) appendResults(result, outputs);
-    } catch (const std::exception&) {
-      return nullptr;
-    }
-    const bool resized = !std::apply([&](const auto&... m) { return (sameLayout(m, args) && ...); }, metas);
-    return resized ? nullptr : call.planFromMeta(outputs);
+    auto result = std::apply([](auto&... m) { return StructuredMeta<Op>::run(m...); }, metas);
+    if constexpr (!kReturnsArgument) appendResults(result, outputs);
+    return std::apply([&](const auto&... m) { return (sameLayout(m, args) && ...); }, metas);
   }
 
   static Result returnedArgument(Args... args) {

@@ -181,26 +181,43 @@ bool HostKernelCall::capturing() {
   return capturing != 0;
 }
 
-std::shared_ptr<LaunchPlan> HostKernelCall::planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs,
-                                                         std::vector<int> structure) {
+std::shared_ptr<LaunchPlan> HostKernelCall::planFromMeta(KernelKey key,
+                                                         c10::function_ref<bool(std::vector<at::Tensor>&)> meta,
+                                                         std::vector<int> structure,
+                                                         std::optional<KernelKey>& first_use) {
+  if (!kernelRan(key) && !capturing()) {
+    first_use = std::move(key);
+    return nullptr;
+  }
+  std::vector<at::Tensor> outputs;
+  {
+    struct DiscardWarnings final : c10::WarningHandler {
+      void process(const c10::Warning&) override {}
+    } discard;
+    c10::WarningUtils::WarningHandlerGuard no_warnings(&discard);
+    try {
+      if (!meta(outputs)) return nullptr;
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
   auto plan = std::make_shared<LaunchPlan>();
   plan->kernel_name = kernelName();
-  for (const at::Tensor& meta : meta_outputs) {
-    plan->outputs.push_back({LaunchPlan::Output::kFresh, 0, TensorLayout(meta)});
-  }
+  for (const at::Tensor& output : outputs) plan->outputs.push_back({LaunchPlan::Output::kFresh, 0, TensorLayout(output)});
   plan->structure = std::move(structure);
   rememberLaunchPlan(signature_, plan);
   return plan;
 }
 
 at::Tensor HostKernelCall::metaOf(const at::Tensor& argument) const {
-  for (const Alias& a : aliases_) {
-    if (a.view.defined() && a.view.unsafeGetTensorImpl() == argument.unsafeGetTensorImpl()) {
-      return at::detail::empty_strided_meta(argument.sizes(), argument.strides(), argument.scalar_type(),
-                                            std::nullopt, std::nullopt, std::nullopt);
-    }
-  }
+  for (const Alias& a : aliases_)
+    if (a.view.defined() && a.view.unsafeGetTensorImpl() == argument.unsafeGetTensorImpl()) return metaLike(argument);
   return argument;
+}
+
+at::Tensor metaLike(const at::Tensor& t) {
+  return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, std::nullopt,
+                                        std::nullopt);
 }
 
 void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
@@ -126,13 +127,17 @@ class HostKernelCall {
   // foo arguments share memory (a meta function sees no overlap between separate meta tensors) or carry
   // conjugate or negative bits, which meta tensors do not.
   bool mayPlanFromMeta();
-  // Whether the call is being captured into a graph: it cannot run at the call, only be recorded.
-  bool capturing();
-  // A plan from the outputs' layouts computed on the host (meta tensors, flattened; none for a call that
-  // returns the argument it writes), remembered for later calls with this signature.
-  std::shared_ptr<LaunchPlan> planFromMeta(c10::ArrayRef<at::Tensor> meta_outputs, std::vector<int> structure = {});
-  // What a meta function receives for an argument of the boxed call: a meta tensor with the layout of a foo
-  // argument's kernel view; any other tensor (a host scalar) as it is.
+  // For a call that mayPlanFromMeta() allows: its plan from the operator's meta function instead of a run,
+  // remembered for later calls with this signature. `meta(outputs)` appends the outputs' meta tensors
+  // (flattened, grouped as `structure` says; none for a call that returns the argument it writes) and returns
+  // whether they make a plan (not where it resized an argument); where it raises, the call runs and raises
+  // CPU's error, and its warnings are dropped (the kernel warns when it runs). As CUDA loads a kernel once,
+  // on its first use: only once a call with `key` ran on this thread, or while a capture records the call;
+  // before, `first_use` takes the key, for noteKernelRan() once the call ran.
+  std::shared_ptr<LaunchPlan> planFromMeta(KernelKey key, c10::function_ref<bool(std::vector<at::Tensor>&)> meta,
+                                           std::vector<int> structure, std::optional<KernelKey>& first_use);
+  // What a meta function receives for an argument of the boxed call: a foo argument's kernel view as a meta
+  // tensor (metaLike); any other tensor (a host scalar) as it is.
   at::Tensor metaOf(const at::Tensor& argument) const;
   // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
   // grouped as `structure` says) as the plan for later calls with this signature.
@@ -174,6 +179,8 @@ class HostKernelCall {
 
   // Whether the dispatch state lets the call be queued (see plan()).
   bool mayQueue();
+  // Whether the call is being captured into a graph: it cannot run at the call, only be recorded.
+  bool capturing();
   at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
   at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   // A strided foo tensor joins the call and its signature, without a kernel view yet; returns its slot.
@@ -200,6 +207,10 @@ class HostKernelCall {
 };
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// A meta tensor with `t`'s sizes, strides and dtype: what a meta function needs of an argument (its storage
+// offset decides no output's layout).
+at::Tensor metaLike(const at::Tensor& t);
 
 // A compressed sparse tensor (CSR, CSC, BSR or BSC), which SparseCsrTensorImpl holds.
 inline bool isSparseCompressed(const at::Tensor& t) {
