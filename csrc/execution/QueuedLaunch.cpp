@@ -24,23 +24,35 @@ size_t hashOf(c10::ArrayRef<int64_t> words) {
   return h;
 }
 
-// The plans learnt on this thread, by their signature's hash (a lookup builds no key).
-struct LearntPlan {
-  std::vector<int64_t> words;
-  std::shared_ptr<LaunchPlan> plan;
+// Values by a sequence of words (a call's signature, a kernel key), found by their hash (a lookup builds no
+// key). One per host thread (the autograd engine's threads learn their own): no locking on the hot path.
+// Bounded: a program that keeps changing shapes only learns again.
+template <class Value>
+class WordTable {
+ public:
+  Value* find(c10::ArrayRef<int64_t> words) {
+    auto [begin, end] = entries_.equal_range(hashOf(words));
+    for (auto it = begin; it != end; ++it)
+      if (c10::ArrayRef<int64_t>(it->second.words) == words) return &it->second.value;
+    return nullptr;
+  }
+  // For words not in the table.
+  void insert(c10::ArrayRef<int64_t> words, Value value) {
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_.emplace(hashOf(words), Entry{words.vec(), std::move(value)});
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 4096;
+  struct Entry {
+    std::vector<int64_t> words;
+    Value value;
+  };
+  std::unordered_multimap<size_t, Entry> entries_;
 };
 
-// Per host thread (the autograd engine's threads learn their own): no locking on the hot path.
-// Bounded: a program that keeps changing shapes only relearns.
-constexpr size_t kMaxPlans = 4096;
-thread_local std::unordered_multimap<size_t, LearntPlan> t_plans;
-
-LearntPlan* findLearnt(c10::ArrayRef<int64_t> words, size_t hash) {
-  auto [begin, end] = t_plans.equal_range(hash);
-  for (auto it = begin; it != end; ++it)
-    if (c10::ArrayRef<int64_t>(it->second.words) == words) return &it->second;
-  return nullptr;
-}
+thread_local WordTable<std::shared_ptr<LaunchPlan>> t_plans;
+thread_local WordTable<bool> t_kernels_ran;  // the kernel keys that ran
 
 }  // namespace
 
@@ -163,43 +175,26 @@ void KernelKey::add(const c10::IValue& value) {
   }
 }
 
-namespace {
-// The kernel keys that ran on this thread, by hash. Bounded: forgetting one only makes a call run again.
-thread_local std::unordered_multimap<size_t, std::vector<int64_t>> t_kernels_ran;
-
-bool findKernel(c10::ArrayRef<int64_t> words, size_t hash) {
-  auto [begin, end] = t_kernels_ran.equal_range(hash);
-  for (auto it = begin; it != end; ++it)
-    if (c10::ArrayRef<int64_t>(it->second) == words) return true;
-  return false;
-}
-}  // namespace
-
-bool kernelRan(const KernelKey& key) { return findKernel(key.words(), hashOf(key.words())); }
+bool kernelRan(const KernelKey& key) { return t_kernels_ran.find(key.words()) != nullptr; }
 
 void noteKernelRan(const KernelKey& key) {
-  const size_t hash = hashOf(key.words());
-  if (findKernel(key.words(), hash)) return;
-  if (t_kernels_ran.size() >= kMaxPlans) t_kernels_ran.clear();
-  t_kernels_ran.emplace(hash, key.words().vec());
+  if (!kernelRan(key)) t_kernels_ran.insert(key.words(), true);
 }
 
 std::shared_ptr<LaunchPlan> findLaunchPlan(const LaunchSignature& signature) {
   if (!signature.allowed()) return nullptr;
-  const LearntPlan* found = findLearnt(signature.words(), hashOf(signature.words()));
-  if (found == nullptr || found->plan->stale.load(std::memory_order_relaxed)) return nullptr;
-  return found->plan;
+  const std::shared_ptr<LaunchPlan>* found = t_plans.find(signature.words());
+  if (found == nullptr || (*found)->stale.load(std::memory_order_relaxed)) return nullptr;
+  return *found;
 }
 
 void rememberLaunchPlan(const LaunchSignature& signature, std::shared_ptr<LaunchPlan> plan) {
   if (!signature.allowed()) return;
-  const size_t hash = hashOf(signature.words());
-  if (LearntPlan* learnt = findLearnt(signature.words(), hash)) {
-    if (!learnt->plan->stale.load(std::memory_order_relaxed)) learnt->plan = std::move(plan);
+  if (std::shared_ptr<LaunchPlan>* learnt = t_plans.find(signature.words())) {
+    if (!(*learnt)->stale.load(std::memory_order_relaxed)) *learnt = std::move(plan);
     return;  // a stale plan stays: data-dependent after all, the signature stays synchronous
   }
-  if (t_plans.size() >= kMaxPlans) t_plans.clear();
-  t_plans.emplace(hash, LearntPlan{signature.words().vec(), std::move(plan)});
+  t_plans.insert(signature.words(), std::move(plan));
 }
 
 // ---- The launch -----------------------------------------------------------------------------------------
