@@ -252,6 +252,21 @@ BOXED_STRUCTURED = {
     "cumsum": lambda x, y: x.cumsum(0),
     "addcmul": lambda x, y: torch.addcmul(x, x, y, value=0.5),
     "bmm": lambda x, y: torch.bmm(x.unsqueeze(0), y.t().unsqueeze(0)),
+    # Indexing, concatenation, normalization, factories, out=, sorting (MetaFunctions.cpp); convolutions (FastOps).
+    "gather": lambda x, y: x.gather(1, (y > 0).long()),
+    "scatter_add": lambda x, y: x.scatter_add(1, (y > 0).long(), y),
+    "index": lambda x, y: x[:, (y[:, 0] > 0).long()],
+    "index_select": lambda x, y: x.index_select(1, (y[:, 0] > 0).long()),
+    "cat": lambda x, y: torch.cat([x, y], 0),
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "masked_fill": lambda x, y: x.masked_fill(y > 0, 0.5),
+    "layer_norm": lambda x, y: torch.nn.functional.layer_norm(x, (6,)),
+    "zeros": lambda x, y: torch.zeros(x.shape[0], 3, device=x.device),
+    "arange": lambda x, y: torch.arange(x.shape[0], device=x.device),
+    "abs_out": lambda x, y: torch.abs(x, out=torch.empty(0, device=x.device)),
+    "sort": lambda x, y: x.sort(1).values,
+    "max_dim": lambda x, y: x.max(1).indices,
+    "conv1d": lambda x, y: torch.nn.functional.conv1d(x.unsqueeze(1), y[:1, :3].reshape(1, 1, 3)),
 }
 
 
@@ -267,6 +282,31 @@ def test_new_shapes_of_boxed_structured_operators_are_queued_without_waiting():
                    for rows in (5, 17, 40, 1) for name, fn in BOXED_STRUCTURED.items()]
     for rows, name, got in results:
         assert torch.equal(got.cpu(), BOXED_STRUCTURED[name](x_cpu[:rows], y_cpu[:rows])), (name, rows)
+
+
+def test_an_input_layout_not_seen_before_runs_once_at_the_call():
+    # A kernel key holds each tensor's layout class (order of strides): a meta function that lays out an
+    # output otherwise than CPU's kernel for some layout (logical_xor's, with a 0-dim operand of another
+    # dtype) is caught at the first call of that layout, which runs, and never plans it.
+    x_cpu = torch.arange(24, dtype=torch.int32).reshape(4, 3, 2)
+    x = x_cpu.to("foo")
+    number = torch.tensor(0.5)
+    _warm(lambda: torch.logical_xor(x, number.to("foo")))
+    for rows in (4, 2):
+        got = torch.logical_xor(x[:rows].permute(2, 1, 0), number.to("foo"))
+        expected = torch.logical_xor(x_cpu[:rows].permute(2, 1, 0), number)
+        assert got.stride() == expected.stride() and torch.equal(got.cpu(), expected)
+
+
+def test_a_new_shape_whose_meta_function_misses_a_check_raises_at_the_call():
+    # PyTorch's meta function of index_put_ does not check the values' shape: foo plans no new shape from it,
+    # so the error is CPU's, at the call, not an asynchronous one.
+    x = torch.zeros(6, 3, device="foo")
+    index = torch.tensor([0, 2], device="foo")
+    _warm(lambda: x.index_put_((index,), torch.ones(2, 3, device="foo")))
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        x[:4].index_put_((index,), torch.ones(5, 3, device="foo"))
+    torch.foo.synchronize()  # nothing was left pending
 
 
 def test_a_new_shape_raises_its_input_errors_at_the_call():
@@ -339,6 +379,71 @@ def test_in_place_and_out_operators_are_queued_in_order():
         assert not torch.foo.current_stream().query()
     assert torch.equal(out.cpu(), torch.full((N,), 18.0))  # (1 + 5) * 3
     assert x._version > 0
+
+
+def test_an_empty_out_that_the_kernel_resizes_is_queued():
+    # out= into an empty tensor (as composites do: abs, kthvalue, arange): the host gives it the memory and
+    # layout its kernel gave it at the first call, and queues the kernel, as CUDA sizes outputs on the host.
+    x_cpu = torch.arange(12.0).reshape(3, 4).t()
+    x = x_cpu.to("foo")
+    for call in (lambda x, out: torch.add(x, x, out=out), lambda x, out: torch.arange(7, out=out),
+                 lambda x, out: torch.sum(x, 1, out=out)):
+        _warm(lambda: call(x, torch.empty(0, device="foo")))
+        with torch.foo._hold_stream(), sync_debug_mode("foo", "error"):  # a host wait would raise
+            out = torch.empty(0, device="foo")
+            assert call(x, out) is out
+        expected = call(x_cpu, torch.empty(0))
+        assert (out.shape, out.stride()) == (expected.shape, expected.stride())
+        assert torch.equal(out.cpu(), expected)
+
+
+def test_an_empty_view_of_memory_is_resized_in_that_memory_as_on_cpu():
+    # An empty out= that is a view of a storage with memory is resized inside it: another signature than an
+    # empty tensor without memory, so a plan that gives new memory is never used for it.
+    x = torch.arange(4.0)
+    for device in ("cpu", "foo"):
+        for _ in range(2):
+            base = torch.zeros(6, device=device)
+            torch.add(x.to(device), 1, out=base[:0])
+            assert torch.equal(base.cpu(), torch.tensor([1.0, 2.0, 3.0, 4.0, 0.0, 0.0]))
+        _warm(lambda: torch.add(x.to("foo"), 1, out=torch.empty(0, device="foo")))
+
+
+def test_a_changing_learning_rate_is_one_signature():
+    # SGD with a schedule, Adam's bias correction: numbers that only scale values are signed by the dtypes
+    # they convert to, not their values, so a new learning rate at every step does not make the host wait.
+    p, g = torch.ones(N, device="foo"), torch.full((N,), 0.5, device="foo")
+    m, v = torch.zeros(N, device="foo"), torch.ones(N, device="foo")
+    _warm(lambda: (p.add_(g, alpha=-0.1), p.addcdiv_(m, v, value=-0.01), m.lerp_(g, 0.1), v.fill_(2.0)))
+    with torch.foo._hold_stream(), sync_debug_mode("foo", "error"):
+        for step in range(1, 6):
+            p.add_(g, alpha=-0.1 / step)
+            p.addcdiv_(m, v, value=-0.01 * step)
+            m.lerp_(g, 1 / (step + 1))
+            v.fill_(1.0 + step)
+    expected_p, expected_m = torch.ones(N), torch.zeros(N)
+    expected_p.add_(torch.full((N,), 0.5), alpha=-0.1)
+    expected_p.addcdiv_(torch.zeros(N), torch.ones(N), value=-0.01)
+    expected_m.lerp_(torch.full((N,), 0.5), 0.1)
+    v_cpu = torch.full((N,), 2.0)
+    for step in range(1, 6):
+        expected_p.add_(torch.full((N,), 0.5), alpha=-0.1 / step)
+        expected_p.addcdiv_(expected_m, v_cpu, value=-0.01 * step)
+        expected_m.lerp_(torch.full((N,), 0.5), 1 / (step + 1))
+        v_cpu.fill_(1.0 + step)
+    assert torch.equal(p.cpu(), expected_p) and torch.equal(m.cpu(), expected_m) and torch.equal(v.cpu(), v_cpu)
+
+
+def test_a_number_that_does_not_convert_to_the_dtype_raises_at_the_call():
+    # Signed by the dtypes it converts to: a number out of the tensor's range is another signature, which
+    # runs at the call and raises CPU's (and CUDA's) error there.
+    x, n = torch.ones(4, device="foo"), torch.ones(4, dtype=torch.int32, device="foo")
+    _warm(lambda: (x.fill_(2.0), n.fill_(3.0), x.add_(x, alpha=0.5)))
+    for call in (lambda: x.fill_(1e300), lambda: n.fill_(3e9), lambda: x.add_(x, alpha=1e300)):
+        with pytest.raises(RuntimeError, match="value cannot be converted to type"):
+            call()  # queued, it would return and leave the error to the next synchronization
+    torch.foo.synchronize()  # nothing was left pending
+    assert torch.equal(x.cpu(), torch.full((4,), 3.0)) and torch.equal(n.cpu(), torch.full((4,), 3, dtype=torch.int32))
 
 
 def test_an_error_in_a_queued_kernel_is_raised_by_the_next_synchronization():

@@ -17,11 +17,16 @@ records (never on those inputs), and a last step runs backward from the sum of e
 requires grad. The program then runs on foo
 
 * twice: the second run finds every signature learnt, so its kernels are queued and run asynchronously;
+* a third time with the plans it learnt forgotten (``foo_backend._C._forget_launch_plans()``): every call
+  is then of a signature not seen before, as a call of new shapes is, of kernels that ran once. It must make
+  the host wait exactly where the second run did (``torch.foo.set_sync_debug_mode("warn")`` names each
+  wait), as CUDA sizes outputs on the host: except for the operators of ``NEW_SIGNATURES_WAIT``;
 * spread over two streams: step k runs on the default stream (k even) or on a side stream (k odd); a
   stream waits for the other (``wait_stream`` or ``wait_event``) before a step that touches storage the
   other stream wrote, or writes storage it read, since it last waited; a tensor used on a stream other
   than the one its memory was allocated on is ``record_stream``-ed there, as a correct CUDA program does;
-* with ``FOO_LAUNCH_BLOCKING=1``: every program in one subprocess, the three ways again.
+* with ``FOO_LAUNCH_BLOCKING=1``: every program in one subprocess, again all but the third way (every
+  launch then runs at its call: nothing is planned).
 
 Before each step, the stream is kept busy for a moment (``torch.foo._sleep``) so that the host runs
 ahead of queued kernels, as of a busy GPU; correct results do not depend on it. Each run must end with
@@ -33,27 +38,43 @@ kernel), and the program ends there; few programs do.
 ``FOO_RANDOM_PROGRAMS=N`` runs N programs (seeds 0 to N-1) instead of 300. A failure names the seed and
 prints the program; ``python tests/test_random_programs.py SEED...`` replays programs.
 """
+import collections
 import contextlib
 import functools
 import operator
 import os
 import random
 import sys
+import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-import foo_backend  # noqa: F401
+import foo_backend
 
 # Random programs warn (std() of one element, masked_fill_ on an expanded view...) on CPU and foo alike.
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 PROGRAMS = int(os.environ.get("FOO_RANDOM_PROGRAMS", "300"))
+LAUNCH_BLOCKING = os.environ.get("FOO_LAUNCH_BLOCKING") == "1"
 CHUNKS = 15
 STEP_DELAY = 50_000  # cycles of the 1 GHz device that each step on foo keeps its stream busy first: 50 us
 # How foo reports the failure of an earlier, queued kernel: never the error a step itself must raise.
 ASYNC_ERROR = "an asynchronously launched operation"
+SYNCHRONIZING = "called a synchronizing foo operation: "
+# Operators whose calls of a signature not seen before (new shapes) still run at the call, to learn their
+# outputs, where CUDA sizes them on the host: foo plans the others from their meta functions. It only shrinks.
+NEW_SIGNATURES_WAIT = {
+    # PyTorch's meta function skips a check of CPU's kernel (the values' shape), which must raise at the call.
+    "aten::_index_put_impl_",
+    # No meta function foo calls yet.
+    "aten::index_fill_", "aten::linspace", "aten::_cummax_helper",
+    # Its meta function lays some outputs out otherwise than CPU's kernel (with a 0-dim operand of another dtype).
+    "aten::logical_xor",
+    # With a 0-dim CPU tensor as the bound, which the meta function refuses beside meta tensors.
+    "aten::clamp_",
+}
 
 FLOAT = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 INTEGER = (torch.int64, torch.int32)
@@ -750,9 +771,10 @@ def side_stream():
     return torch.foo.Stream()
 
 
-def replay(program, streams=None):
+def replay(program, streams=None, waits=None):
     """Runs `program` on foo and returns its values; with `streams`, step k runs on streams[k % 2]. Foo
-    must raise where CPU raised, and only there."""
+    must raise where CPU raised, and only there. `waits`, a list, receives each step's host waits (what
+    each waited for)."""
     values = []
     allocated_on = {}  # storage -> the stream (0 or 1) its memory was allocated on
     unseen = ([], [])  # unseen[s]: (storages read, storages written) by the other stream since s waited for it
@@ -770,7 +792,8 @@ def replay(program, streams=None):
             try:
                 with torch.foo.stream(streams[s]) if streams else contextlib.nullcontext():
                     torch.foo._sleep(STEP_DELAY)
-                    made = outputs(step.run(values, "foo"))
+                    with host_waits(waits):
+                        made = outputs(step.run(values, "foo"))
             except Exception as e:  # noqa: BLE001 (compared with CPU's)
                 expected = program.error and (program.error[0], type(program.error[1]))
                 raised = f"step {index} raised {type(e).__name__}: {first_line(e)}"
@@ -791,6 +814,24 @@ def replay(program, streams=None):
         streams[0].wait_stream(streams[1])
     torch.foo.synchronize()
     return values
+
+
+@contextlib.contextmanager
+def host_waits(waits):
+    """Appends to `waits` (unless None) what the host waited for in the block, as sync_debug_mode "warn"
+    names it."""
+    if waits is None:
+        yield
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.foo.set_sync_debug_mode("warn")
+        try:
+            yield
+        finally:
+            torch.foo.set_sync_debug_mode("default")
+            waits.append(sorted(str(w.message).split(" (Triggered")[0].removeprefix(SYNCHRONIZING)
+                                for w in caught if str(w.message).startswith(SYNCHRONIZING)))
 
 
 def same(got, expected, what):
@@ -815,15 +856,35 @@ def compare(program, values):
                 same(got.grad, expected.grad, f"v{k}.grad")
 
 
+def waits_beyond(new, learnt):
+    """The host waits of each step in `new` that the same step did not make in `learnt` (the steps' lists of
+    what they waited for), other than the operators listed in NEW_SIGNATURES_WAIT."""
+    extra = []
+    for index, (got, expected) in enumerate(zip(new, learnt)):
+        beyond = collections.Counter(got) - collections.Counter(expected)
+        extra += [f"step {index}: {what}" for what in beyond.elements() if what not in NEW_SIGNATURES_WAIT]
+    return extra
+
+
 def check(seed):
-    """Runs program `seed` on foo three ways; raises an AssertionError naming the seed, the run and the
-    program where a run does not end as CPU's did."""
+    """Runs program `seed` on foo four ways; raises an AssertionError naming the seed, the run and the
+    program where a run does not end as CPU's did, or where a call of a signature not seen before made the
+    host wait where the same call, learnt, did not."""
     program = Program(seed)
-    runs = [("first run", None), ("second run (learnt: queued)", None),
-            ("two streams", (torch.foo.current_stream(), side_stream()))]
-    for run, streams in runs:
+    learnt_waits, new_waits = [], []
+    runs = [("first run", None, None), ("second run (learnt: queued)", None, learnt_waits),
+            ("new signatures (plans forgotten)", None, new_waits),
+            ("two streams", (torch.foo.current_stream(), side_stream()), None)]
+    if LAUNCH_BLOCKING:
+        del runs[2]  # every launch runs at its call: nothing is planned
+    for run, streams, waits in runs:
         try:
-            compare(program, replay(program, streams))
+            if waits is new_waits:
+                foo_backend._C._forget_launch_plans()
+            compare(program, replay(program, streams, waits))
+            if waits is new_waits:
+                extra = waits_beyond(new_waits, learnt_waits)
+                assert not extra, "the host waited where the learnt run did not: " + "; ".join(extra)
         except Exception as e:  # noqa: BLE001 (an error on foo fails the program as a difference does)
             error = e if isinstance(e, AssertionError) else first_line(e)
             raise AssertionError(f"seed {seed}, {run}: {type(e).__name__}: {error}\n{program.describe()}") from e

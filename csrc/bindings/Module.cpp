@@ -17,6 +17,7 @@
 #include "device/Launch.h"
 #include "distributed/ProcessGroupFoo.h"
 #include "execution/Fallback.h"
+#include "execution/QueuedLaunch.h"
 #include "graphs/FooGraph.h"
 #include "profiler/Profiler.h"
 
@@ -143,6 +144,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_get_sync_debug_mode", [] { return static_cast<int>(syncDebugMode()); });
   m.def("_host_wait_count", [] { return hostWaitCount(); });
+  m.def("_forget_launch_plans", [] { forgetLaunchPlans(); });
   m.def("_queue_despite_tags", [](const std::string& op_name, bool queue) { queueDespiteTags(op_name, queue); });
   // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
   m.def("_sleep", [](int64_t cycles) {

@@ -8,102 +8,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
-
-#include <ATen/ops/_log_softmax_meta_dispatch.h>
-#include <ATen/ops/_softmax_meta_dispatch.h>
-#include <ATen/ops/acos_meta_dispatch.h>
-#include <ATen/ops/acosh_meta_dispatch.h>
-#include <ATen/ops/add_meta_dispatch.h>
-#include <ATen/ops/addcdiv_meta_dispatch.h>
-#include <ATen/ops/addcmul_meta_dispatch.h>
-#include <ATen/ops/addmm_meta_dispatch.h>
-#include <ATen/ops/amax_meta_dispatch.h>
-#include <ATen/ops/amin_meta_dispatch.h>
-#include <ATen/ops/argmax_meta_dispatch.h>
-#include <ATen/ops/argmin_meta_dispatch.h>
-#include <ATen/ops/asin_meta_dispatch.h>
-#include <ATen/ops/asinh_meta_dispatch.h>
-#include <ATen/ops/atan_meta_dispatch.h>
-#include <ATen/ops/atan2_meta_dispatch.h>
-#include <ATen/ops/atanh_meta_dispatch.h>
-#include <ATen/ops/baddbmm_meta_dispatch.h>
-#include <ATen/ops/bitwise_and_meta_dispatch.h>
-#include <ATen/ops/bitwise_not_meta_dispatch.h>
-#include <ATen/ops/bitwise_or_meta_dispatch.h>
-#include <ATen/ops/bitwise_xor_meta_dispatch.h>
-#include <ATen/ops/bmm_meta_dispatch.h>
-#include <ATen/ops/ceil_meta_dispatch.h>
-#include <ATen/ops/clamp_meta_dispatch.h>
-#include <ATen/ops/copysign_meta_dispatch.h>
-#include <ATen/ops/cos_meta_dispatch.h>
-#include <ATen/ops/cosh_meta_dispatch.h>
-#include <ATen/ops/cumprod_meta_dispatch.h>
-#include <ATen/ops/cumsum_meta_dispatch.h>
-#include <ATen/ops/digamma_meta_dispatch.h>
-#include <ATen/ops/div_meta_dispatch.h>
-#include <ATen/ops/elu_meta_dispatch.h>
-#include <ATen/ops/eq_meta_dispatch.h>
-#include <ATen/ops/erf_meta_dispatch.h>
-#include <ATen/ops/erfc_meta_dispatch.h>
-#include <ATen/ops/erfinv_meta_dispatch.h>
-#include <ATen/ops/exp_meta_dispatch.h>
-#include <ATen/ops/exp2_meta_dispatch.h>
-#include <ATen/ops/expm1_meta_dispatch.h>
-#include <ATen/ops/floor_meta_dispatch.h>
-#include <ATen/ops/fmax_meta_dispatch.h>
-#include <ATen/ops/fmin_meta_dispatch.h>
-#include <ATen/ops/fmod_meta_dispatch.h>
-#include <ATen/ops/frac_meta_dispatch.h>
-#include <ATen/ops/ge_meta_dispatch.h>
-#include <ATen/ops/gelu_meta_dispatch.h>
-#include <ATen/ops/gt_meta_dispatch.h>
-#include <ATen/ops/hardsigmoid_meta_dispatch.h>
-#include <ATen/ops/hypot_meta_dispatch.h>
-#include <ATen/ops/le_meta_dispatch.h>
-#include <ATen/ops/leaky_relu_meta_dispatch.h>
-#include <ATen/ops/lerp_meta_dispatch.h>
-#include <ATen/ops/lgamma_meta_dispatch.h>
-#include <ATen/ops/log_meta_dispatch.h>
-#include <ATen/ops/log10_meta_dispatch.h>
-#include <ATen/ops/log1p_meta_dispatch.h>
-#include <ATen/ops/log2_meta_dispatch.h>
-#include <ATen/ops/logaddexp_meta_dispatch.h>
-#include <ATen/ops/lt_meta_dispatch.h>
-#include <ATen/ops/maximum_meta_dispatch.h>
-#include <ATen/ops/mean_meta_dispatch.h>
-#include <ATen/ops/minimum_meta_dispatch.h>
-#include <ATen/ops/mish_meta_dispatch.h>
-#include <ATen/ops/mm_meta_dispatch.h>
-#include <ATen/ops/mul_meta_dispatch.h>
-#include <ATen/ops/ne_meta_dispatch.h>
-#include <ATen/ops/neg_meta_dispatch.h>
-#include <ATen/ops/pow_meta_dispatch.h>
-#include <ATen/ops/reciprocal_meta_dispatch.h>
-#include <ATen/ops/remainder_meta_dispatch.h>
-#include <ATen/ops/round_meta_dispatch.h>
-#include <ATen/ops/rsqrt_meta_dispatch.h>
-#include <ATen/ops/sgn_meta_dispatch.h>
-#include <ATen/ops/sigmoid_meta_dispatch.h>
-#include <ATen/ops/sign_meta_dispatch.h>
-#include <ATen/ops/signbit_meta_dispatch.h>
-#include <ATen/ops/silu_meta_dispatch.h>
-#include <ATen/ops/sin_meta_dispatch.h>
-#include <ATen/ops/sinh_meta_dispatch.h>
-#include <ATen/ops/softplus_meta_dispatch.h>
-#include <ATen/ops/sqrt_meta_dispatch.h>
-#include <ATen/ops/sub_meta_dispatch.h>
-#include <ATen/ops/sum_meta_dispatch.h>
-#include <ATen/ops/tan_meta_dispatch.h>
-#include <ATen/ops/tanh_meta_dispatch.h>
-#include <ATen/ops/threshold_backward_meta_dispatch.h>
-#include <ATen/ops/trunc_meta_dispatch.h>
-#include <ATen/ops/xlogy_meta_dispatch.h>
 
 #include "device/Generator.h"
 #include "execution/Fallback.h"
 #include "execution/HostKernel.h"
+#include "execution/MetaFunctions.h"
 #include "execution/QueuedLaunch.h"
 
 namespace foo {
@@ -208,10 +118,13 @@ std::unordered_set<std::string> g_queued_despite_tags;
 
 // Outputs that depend on values keep a call synchronous. PyTorch tags those operators;
 // tools/find_value_dependent_ops.py looks for untagged ones. index.Tensor is tagged for its boolean
-// masks, which mapArguments looks for in the call.
-bool mayRunAsynchronously(const c10::OperatorHandle& op) {
+// masks, which mapArguments looks for in the call; repeat_interleave for the size of its output, which
+// a call may give (output_size), as CUDA's kernel then takes it.
+bool mayRunAsynchronously(const c10::OperatorHandle& op, const c10::IValue* args) {
   if (!op.hasTag(at::Tag::dynamic_output_shape) && !op.hasTag(at::Tag::data_dependent_output)) return true;
-  if (op.schema().name() == "aten::index" && op.schema().overload_name() == "Tensor") return true;
+  const c10::FunctionSchema& schema = op.schema();
+  if (schema.name() == "aten::index" && schema.overload_name() == "Tensor") return true;
+  if (schema.name() == "aten::repeat_interleave" && schema.overload_name() == "Tensor") return !args[1].isNone();
   std::lock_guard<std::mutex> lock(g_queued_despite_tags_mutex);
   return g_queued_despite_tags.count(op.schema().name()) != 0;
 }
@@ -313,190 +226,6 @@ std::string firstLine(const char* message) {
   return text.substr(0, text.find('\n'));
 }
 
-// ---- New shapes of structured operators: plans from their meta functions ------------------------------
-
-// As FastOps.cpp's StructuredMeta for its unboxed operators: a call of a shape not seen before of one of
-// these structured operators is planned from its C++ meta function (the one CPU's kernel sizes its outputs
-// with), called directly since PyTorch registers Python meta functions over them in the dispatcher. The
-// table holds each function type-erased beside the caller for its signature, which converts the boxed
-// arguments: a template instance per signature, not per operator, so the table costs the build little.
-using AnyFunction = void (*)();
-template <class... Params>
-using MetaFunction = at::Tensor (*)(Params...);
-
-// A boxed argument as a meta function's parameter of type Param.
-template <class Param>
-struct FromBoxed;
-template <>
-struct FromBoxed<const at::Tensor&> {
-  static at::Tensor get(const c10::IValue& value, const HostKernelCall& call) { return call.metaOf(value.toTensor()); }
-};
-template <>
-struct FromBoxed<const at::Scalar&> {
-  static at::Scalar get(const c10::IValue& value, const HostKernelCall&) { return value.toScalar(); }
-};
-template <>
-struct FromBoxed<const std::optional<at::Scalar>&> {
-  static std::optional<at::Scalar> get(const c10::IValue& value, const HostKernelCall&) {
-    return value.isNone() ? std::nullopt : std::optional<at::Scalar>(value.toScalar());
-  }
-};
-template <>
-struct FromBoxed<bool> {
-  static bool get(const c10::IValue& value, const HostKernelCall&) { return value.toBool(); }
-};
-template <>
-struct FromBoxed<int64_t> {
-  static int64_t get(const c10::IValue& value, const HostKernelCall&) { return value.toInt(); }
-};
-template <>
-struct FromBoxed<std::optional<int64_t>> {
-  static std::optional<int64_t> get(const c10::IValue& value, const HostKernelCall&) {
-    return value.toOptional<int64_t>();
-  }
-};
-template <>
-struct FromBoxed<std::optional<at::ScalarType>> {
-  static std::optional<at::ScalarType> get(const c10::IValue& value, const HostKernelCall&) {
-    return value.isNone() ? std::nullopt : std::optional<at::ScalarType>(value.toScalarType());
-  }
-};
-template <>
-struct FromBoxed<c10::string_view> {
-  static c10::string_view get(const c10::IValue& value, const HostKernelCall&) { return value.toStringView(); }
-};
-template <>
-struct FromBoxed<at::IntArrayRef> {
-  // The dimensions themselves: the call's temporary outlives the meta function's use of them.
-  static c10::DimVector get(const c10::IValue& value, const HostKernelCall&) { return value.toDimVector(); }
-};
-template <>
-struct FromBoxed<at::OptionalIntArrayRef> {
-  struct Dims {
-    std::optional<c10::DimVector> dims;
-    operator at::OptionalIntArrayRef() const { return dims ? at::OptionalIntArrayRef(*dims) : std::nullopt; }
-  };
-  static Dims get(const c10::IValue& value, const HostKernelCall&) {
-    return {value.isNone() ? std::nullopt : std::optional<c10::DimVector>(value.toDimVector())};
-  }
-};
-
-template <class... Params, size_t... I>
-at::Tensor callWithBoxed(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call,
-                         std::index_sequence<I...>) {
-  return reinterpret_cast<MetaFunction<Params...>>(fn)(FromBoxed<Params>::get(args[I], call)...);
-}
-
-template <class... Params>
-at::Tensor callWithBoxed(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call) {
-  return callWithBoxed<Params...>(fn, args, call, std::index_sequence_for<Params...>());
-}
-
-struct BoxedMeta {
-  at::Tensor (*caller)(AnyFunction fn, const c10::IValue* args, const HostKernelCall& call);
-  AnyFunction fn;
-  size_t arguments;  // the meta function's: a schema with another count plans nothing
-};
-
-template <class... Params>
-BoxedMeta boxedMeta(MetaFunction<Params...> fn) {
-  return {&callWithBoxed<Params...>, reinterpret_cast<AnyFunction>(fn), sizeof...(Params)};
-}
-
-// A meta function's tensor and scalar parameter types, named short: the table spells many signatures.
-using T = const at::Tensor&;
-using S = const at::Scalar&;
-
-const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
-  static const auto* const table = [] {
-    auto* t = new std::unordered_map<std::string, BoxedMeta>;
-    const auto add = [t](const char* name, BoxedMeta meta) { t->emplace(std::string("aten::") + name, meta); };
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T>>>{
-             {"exp", at::meta::exp}, {"log", at::meta::log}, {"sin", at::meta::sin}, {"cos", at::meta::cos},
-             {"tan", at::meta::tan}, {"sqrt", at::meta::sqrt}, {"rsqrt", at::meta::rsqrt}, {"neg", at::meta::neg},
-             {"reciprocal", at::meta::reciprocal}, {"erf", at::meta::erf}, {"erfc", at::meta::erfc},
-             {"erfinv", at::meta::erfinv}, {"exp2", at::meta::exp2}, {"expm1", at::meta::expm1},
-             {"log1p", at::meta::log1p}, {"log2", at::meta::log2}, {"log10", at::meta::log10},
-             {"floor", at::meta::floor}, {"ceil", at::meta::ceil}, {"trunc", at::meta::trunc},
-             {"frac", at::meta::frac}, {"sign", at::meta::sign}, {"sgn", at::meta::sgn}, {"asin", at::meta::asin},
-             {"acos", at::meta::acos}, {"atan", at::meta::atan}, {"sinh", at::meta::sinh}, {"cosh", at::meta::cosh},
-             {"asinh", at::meta::asinh}, {"acosh", at::meta::acosh}, {"atanh", at::meta::atanh},
-             {"silu", at::meta::silu}, {"mish", at::meta::mish}, {"hardsigmoid", at::meta::hardsigmoid},
-             {"digamma", at::meta::digamma}, {"lgamma", at::meta::lgamma}, {"signbit", at::meta::signbit},
-             {"bitwise_not", at::meta::bitwise_not}, {"round", at::meta::round}, {"sigmoid", at::meta::sigmoid},
-             {"tanh", at::meta::tanh}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T>>>{
-             {"mul.Tensor", at::meta::mul}, {"div.Tensor", at::meta::div}, {"maximum", at::meta::maximum},
-             {"minimum", at::meta::minimum}, {"fmax", at::meta::fmax}, {"fmin", at::meta::fmin},
-             {"atan2", at::meta::atan2}, {"pow.Tensor_Tensor", at::meta::pow}, {"eq.Tensor", at::meta::eq},
-             {"ne.Tensor", at::meta::ne}, {"lt.Tensor", at::meta::lt}, {"le.Tensor", at::meta::le},
-             {"gt.Tensor", at::meta::gt}, {"ge.Tensor", at::meta::ge}, {"bitwise_and.Tensor", at::meta::bitwise_and},
-             {"bitwise_or.Tensor", at::meta::bitwise_or}, {"bitwise_xor.Tensor", at::meta::bitwise_xor},
-             {"remainder.Tensor", at::meta::remainder}, {"fmod.Tensor", at::meta::fmod},
-             {"hypot", at::meta::hypot}, {"copysign.Tensor", at::meta::copysign},
-             {"logaddexp", at::meta::logaddexp}, {"xlogy.Tensor", at::meta::xlogy}, {"mm", at::meta::mm},
-             {"bmm", at::meta::bmm}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T, S>>>{
-             {"add.Tensor", at::meta::add}, {"sub.Tensor", at::meta::sub},
-             {"threshold_backward", at::meta::threshold_backward}, {"lerp.Scalar", at::meta::lerp}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, S>>>{
-             {"pow.Tensor_Scalar", at::meta::pow}, {"eq.Scalar", at::meta::eq}, {"ne.Scalar", at::meta::ne},
-             {"lt.Scalar", at::meta::lt}, {"le.Scalar", at::meta::le}, {"gt.Scalar", at::meta::gt},
-             {"ge.Scalar", at::meta::ge}, {"leaky_relu", at::meta::leaky_relu}}) {
-      add(name, boxedMeta(fn));
-    }
-    add("softplus", boxedMeta<T, S, S>(at::meta::softplus));
-    add("elu", boxedMeta<T, S, S, S>(at::meta::elu));
-    add("addcmul", boxedMeta<T, T, T, S>(at::meta::addcmul));
-    add("addcdiv", boxedMeta<T, T, T, S>(at::meta::addcdiv));
-    add("addmm", boxedMeta<T, T, T, S, S>(at::meta::addmm));
-    add("baddbmm", boxedMeta<T, T, T, S, S>(at::meta::baddbmm));
-    add("sum.dim_IntList", boxedMeta<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(at::meta::sum));
-    add("mean.dim", boxedMeta<T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(at::meta::mean));
-    add("amax", boxedMeta<T, at::IntArrayRef, bool>(at::meta::amax));
-    add("amin", boxedMeta<T, at::IntArrayRef, bool>(at::meta::amin));
-    add("argmax", boxedMeta<T, std::optional<int64_t>, bool>(at::meta::argmax));
-    add("argmin", boxedMeta<T, std::optional<int64_t>, bool>(at::meta::argmin));
-    add("cumsum", boxedMeta<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumsum));
-    add("cumprod", boxedMeta<T, int64_t, std::optional<at::ScalarType>>(at::meta::cumprod));
-    add("_softmax", boxedMeta<T, int64_t, bool>(at::meta::_softmax));
-    add("_log_softmax", boxedMeta<T, int64_t, bool>(at::meta::_log_softmax));
-    add("gelu", boxedMeta<T, c10::string_view>(at::meta::gelu));
-    add("clamp", boxedMeta<T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>(at::meta::clamp));
-    return t;
-  }();
-  return *table;
-}
-
-// The plan of a boxed call from its operator's meta function (HostKernelCall::planFromMeta), or nullptr.
-std::shared_ptr<LaunchPlan> planFromMeta(const c10::OperatorHandle& op, HostKernelCall& call, const c10::IValue* args,
-                                         std::optional<KernelKey>& first_use) {
-  const c10::FunctionSchema& schema = op.schema();
-  const std::string name =
-      schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
-  const auto found = boxedMetas().find(name);
-  if (found == boxedMetas().end() || found->second.arguments != schema.arguments().size() ||
-      !call.mayPlanFromMeta()) {
-    return nullptr;
-  }
-  KernelKey key(&schema);
-  for (size_t i = 0; i < schema.arguments().size(); ++i) key.add(args[i]);
-  const BoxedMeta& meta = found->second;
-  return call.planFromMeta(
-      std::move(key),
-      [&](std::vector<at::Tensor>& outputs) {
-        outputs.push_back(meta.caller(meta.fn, args, call));
-        return true;
-      },
-      {-1}, first_use);
-}
-
 void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   // Operators of other libraries reach foo only through kernels registered for foo, as on a GPU: running
@@ -507,8 +236,9 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                               "PrivateUse1, m).");
   HostKernelCall call(schema.name().c_str(), &schema);
   c10::IValue* args = stack->data() + stack->size() - schema.arguments().size();
-  if (!mayRunAsynchronously(op) || cudaReadsOnTheHost(schema, args)) call.keepSynchronous();
+  if (!mayRunAsynchronously(op, args) || cudaReadsOnTheHost(schema, args)) call.keepSynchronous();
   if (op.hasTag(at::Tag::nondeterministic_seeded)) call.drawsRandomNumbers();
+  if (numbersOnlyScale(schema.name())) call.signNumbersByRange();
   mapArguments(call, schema, args);
   if (call.mixesDevices()) raiseChecksBeforeDevices(op, args, schema.arguments().size());
   const c10::DispatchKeySet cpu_keys = cpuKernelKeys(keys);
@@ -538,7 +268,7 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     call.runMetadataOnly(cpu_kernel);
     call.syncArguments();
   } else {
-    std::optional<KernelKey> first_use;
+    std::optional<FirstUse> first_use;
     std::shared_ptr<LaunchPlan> plan = call.plan();
     if (!plan && dense) plan = planFromMeta(op, call, args, first_use);
     if (plan) {
@@ -546,12 +276,12 @@ void hostKernelFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       return;
     }
     call.run(cpu_kernel);
-    if (first_use) noteKernelRan(*first_use);
-    const bool arguments_changed = call.syncArguments();
+    call.syncArguments();
     std::vector<at::Tensor> results;
     std::vector<int> structure;
     if (flattenTensors(stack->data() + stack->size() - returns, returns, results, &structure)) {
-      call.learn(results, std::move(structure), arguments_changed);
+      if (first_use) call.noteFirstUse(*first_use, results);
+      call.learn(results, std::move(structure));
     }
   }
   mapReturns(call, stack->data() + stack->size() - returns, returns);

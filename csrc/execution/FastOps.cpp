@@ -256,28 +256,49 @@ struct StructuredMeta<at::_ops::relu> {
   static at::Tensor run(const at::Tensor& self) { return at::meta::clamp_min(self, 0); }
 };
 
-// What a meta function receives for an argument: a foo tensor becomes a meta tensor of its layout
-// (metaLike); anything else, host scalars included, is passed as it is.
-at::Tensor metaArgument(const at::Tensor& t) { return t.defined() && isFoo(t) ? metaLike(t) : t; }
+// Convolutions have no C++ meta function: PyTorch's Meta kernels of aten::convolution and its backward, through
+// the dispatcher (Python, slower), for the operators PyTorch hands PrivateUse1 with the same arguments.
+constexpr c10::DispatchKeySet kMetaKeys{c10::DispatchKey::Meta};
 
-std::optional<at::Tensor> metaArgument(const std::optional<at::Tensor>& t) {
-  return t ? std::optional<at::Tensor>(metaArgument(*t)) : std::nullopt;
+// The bias has one entry per output channel.
+std::array<c10::SymInt, 1> convolutionBiasSizes(const at::Tensor& weight, bool transposed, const c10::SymInt& groups) {
+  return {transposed ? weight.sym_size(1) * groups : weight.sym_size(0)};
+}
+
+template <>
+struct StructuredMeta<at::_ops::convolution_overrideable> {
+  static constexpr bool kExists = true;
+  template <class... MetaArgs>
+  static at::Tensor run(MetaArgs&... args) {
+    return at::_ops::convolution::redispatch(kMetaKeys, args...);
+  }
+};
+
+template <>
+struct StructuredMeta<at::_ops::convolution_backward_overrideable> {
+  static constexpr bool kExists = true;
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> run(
+      const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
+      c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+      const c10::SymInt& groups, std::array<bool, 3> output_mask) {
+    return at::_ops::convolution_backward::redispatch(kMetaKeys, grad_output, input, weight,
+                                                      convolutionBiasSizes(weight, transposed, groups), stride,
+                                                      padding, dilation, transposed, output_padding, groups,
+                                                      output_mask);
+  }
+};
+
+// What a meta function receives for an argument: a foo tensor becomes its meta tensor (HostKernelCall::metaOf);
+// anything else, host scalars included, is passed as it is.
+at::Tensor metaArgument(HostKernelCall& call, const at::Tensor& t) { return t.defined() && isFoo(t) ? call.metaOf(t) : t; }
+
+std::optional<at::Tensor> metaArgument(HostKernelCall& call, const std::optional<at::Tensor>& t) {
+  return t ? std::optional<at::Tensor>(metaArgument(call, *t)) : std::nullopt;
 }
 
 template <class T>
-T metaArgument(const T& value) {
+T metaArgument(HostKernelCall&, const T& value) {
   return value;
-}
-
-// Whether the meta function left an argument's layout as it was: an out= argument it resized is learnt by
-// running, as every resized output.
-bool sameLayout(const at::Tensor& meta, const at::Tensor& foo) {
-  return !meta.defined() || (meta.sizes() == foo.sizes() && meta.strides() == foo.strides());
-}
-
-template <class Meta, class Argument>
-bool sameLayout(const Meta&, const Argument&) {
-  return true;
 }
 
 // The CPU kernel of an operator is, by default, the operator's own CPU kernel.
@@ -322,6 +343,8 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
 
   static Result call(Args... args) {
     HostKernelCall call(Op::name, &kId);
+    static const bool numbers_only_scale = numbersOnlyScale(Op::name);
+    if (numbers_only_scale) call.signNumbersByRange();
     (HostArg<Args>::declare(call, args), ...);  // in order: the signature lists the arguments as they come
     if (call.mixesDevices()) {
       static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
@@ -330,13 +353,13 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
       raiseChecksBeforeDevices(op, boxed.data(), boxed.size());
     }
     std::shared_ptr<LaunchPlan> plan = call.plan();
-    std::optional<KernelKey> first_use;  // of a kernel that runs with these dtypes for the first time
+    std::optional<FirstUse> first_use;  // of a kernel that runs with these dtypes for the first time
     if constexpr (StructuredMeta<Op>::kExists) {
       if (!plan && call.mayPlanFromMeta()) {
         KernelKey key(&kId);
         (key.add(args), ...);
         plan = call.planFromMeta(
-            std::move(key), [&](std::vector<at::Tensor>& outputs) { return metaOutputs(outputs, args...); }, {},
+            std::move(key), [&](std::vector<at::Tensor>& outputs) { return metaOutputs(call, outputs, args...); }, {},
             first_use);
       }
     }
@@ -371,12 +394,12 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
         result = runOnCpu(host);
       }
     });
-    if (first_use) noteKernelRan(*first_use);
-    const bool arguments_changed = call.syncArguments();
+    call.syncArguments();
     {
       std::vector<at::Tensor> results;
       if constexpr (!kReturnsArgument) appendResults(result, results);
-      call.learn(results, {}, arguments_changed);
+      if (first_use) call.noteFirstUse(*first_use, results);
+      call.learn(results, {});
     }
     if constexpr (kReturnsArgument) {
       return returnedArgument(args...);
@@ -387,13 +410,13 @@ struct UnboxedHostKernel<Op, CpuKernel, Result(Args...)> {
     }
   }
 
-  // Appends the outputs of the operator's meta function (see StructuredMeta) for these arguments; false where
-  // it resized an argument (HostKernelCall::planFromMeta).
-  static bool metaOutputs(std::vector<at::Tensor>& outputs, Args... args) {
-    auto metas = std::make_tuple(metaArgument(args)...);
+  // Appends the outputs of the operator's meta function (see StructuredMeta) for these arguments
+  // (HostKernelCall::planFromMeta).
+  static bool metaOutputs(HostKernelCall& call, std::vector<at::Tensor>& outputs, Args... args) {
+    auto metas = std::make_tuple(metaArgument(call, args)...);
     auto result = std::apply([](auto&... m) { return StructuredMeta<Op>::run(m...); }, metas);
     if constexpr (!kReturnsArgument) appendResults(result, outputs);
-    return std::apply([&](const auto&... m) { return (sameLayout(m, args) && ...); }, metas);
+    return true;
   }
 
   static Result returnedArgument(Args... args) {
@@ -417,9 +440,8 @@ struct CpuConvolutionBackward {
       at::Tensor& grad_output, at::Tensor& input, at::Tensor& weight, c10::SymIntArrayRef stride,
       c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
       c10::SymInt groups, std::array<bool, 3> output_mask) {
-    // The bias has one entry per output channel.
-    const std::array<c10::SymInt, 1> bias_sizes{transposed ? weight.sym_size(1) * groups : weight.sym_size(0)};
-    return at::_ops::convolution_backward::redispatch(kCpuKeys, grad_output, input, weight, bias_sizes, stride,
+    return at::_ops::convolution_backward::redispatch(kCpuKeys, grad_output, input, weight,
+                                                      convolutionBiasSizes(weight, transposed, groups), stride,
                                                       padding, dilation, transposed, output_padding, groups,
                                                       output_mask);
   }

@@ -43,11 +43,11 @@ at::Tensor HostKernelCall::addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse 
     signature_.undefinedTensor();
     return *t;
   }
-  if (isFoo(*t)) return addInput(std::move(t));
+  if (isFoo(*t)) return addInput(std::move(t), use);
   return hostInput(*t, use);
 }
 
-at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
+at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t, TensorUse use) {
   joinDevice(t->device());
   if (t->is_nested()) {
     // A CPU nested tensor over the kernel view of the buffer. Nested tensors' shapes are values of
@@ -62,10 +62,10 @@ at::Tensor HostKernelCall::addInput(c10::MaybeOwned<at::Tensor> t) {
     return view;
   }
   if (t->layout() != c10::kStrided) return addSparseInput(std::move(t));
-  return viewOf(addStridedInput(std::move(t)));
+  return viewOf(addStridedInput(std::move(t), use));
 }
 
-size_t HostKernelCall::addStridedInput(c10::MaybeOwned<at::Tensor> t) {
+size_t HostKernelCall::addStridedInput(c10::MaybeOwned<at::Tensor> t, TensorUse use) {
   c10::TensorImpl* impl = t->unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   size_t storage_slot = aliases_.size();
@@ -73,12 +73,14 @@ size_t HostKernelCall::addStridedInput(c10::MaybeOwned<at::Tensor> t) {
     const Alias& a = aliases_[slot];
     if (a.foo->unsafeGetTensorImpl() == impl) {  // x.op_(x): one view, so overlap checks see it
       signature_.tensor(*a.foo, slot, slot);
+      aliases_[slot].written |= use == TensorUse::kMutated;
       return slot;
     }
     if (storage_slot == aliases_.size() && a.foo->storage().unsafeGetStorageImpl() == storage) storage_slot = slot;
   }
   signature_.tensor(*t, aliases_.size(), storage_slot);
   aliases_.push_back({std::move(t), at::Tensor(), nullptr, storage_slot});
+  aliases_.back().written = use == TensorUse::kMutated;
   return aliases_.size() - 1;
 }
 
@@ -96,7 +98,7 @@ const at::Tensor& HostKernelCall::viewOf(size_t slot) {
 void HostKernelCall::declare(const at::Tensor& t, TensorUse use) {
   if (t.defined() && isFoo(t) && t.layout() == c10::kStrided && !t.is_nested()) {
     joinDevice(t.device());
-    addStridedInput(c10::MaybeOwned<at::Tensor>::borrowed(t));
+    addStridedInput(c10::MaybeOwned<at::Tensor>::borrowed(t), use);
   } else if (t.defined() && !isFoo(t)) {
     signHostInput(t, use);
   } else {
@@ -168,8 +170,12 @@ std::shared_ptr<LaunchPlan> HostKernelCall::plan() { return mayQueue() ? findLau
 bool HostKernelCall::mayPlanFromMeta() {
   if (!mayQueue() || !sparse_aliases_.empty()) return false;
   for (size_t slot = 0; slot < aliases_.size(); ++slot) {
-    const at::Tensor& t = *aliases_[slot].foo;
-    if (aliases_[slot].storage_slot != slot || t.is_conj() || t.is_neg()) return false;
+    const Alias& a = aliases_[slot];
+    if (a.foo->is_conj() || a.foo->is_neg()) return false;
+    // Memory written through one argument and reached through another (a meta function sees no overlap
+    // between separate meta tensors); arguments that are only read may share it.
+    const Alias& first = aliases_[a.storage_slot];
+    if (a.storage_slot != slot && (a.written || first.written)) return false;
   }
   return true;
 }
@@ -184,35 +190,111 @@ bool HostKernelCall::capturing() {
 std::shared_ptr<LaunchPlan> HostKernelCall::planFromMeta(KernelKey key,
                                                          c10::function_ref<bool(std::vector<at::Tensor>&)> meta,
                                                          std::vector<int> structure,
-                                                         std::optional<KernelKey>& first_use) {
-  if (!kernelRan(key) && !capturing()) {
-    first_use = std::move(key);
-    return nullptr;
-  }
+                                                         std::optional<FirstUse>& first_use) {
   std::vector<at::Tensor> outputs;
+  bool planned = false;
   {
     struct DiscardWarnings final : c10::WarningHandler {
       void process(const c10::Warning&) override {}
     } discard;
     c10::WarningUtils::WarningHandlerGuard no_warnings(&discard);
     try {
-      if (!meta(outputs)) return nullptr;
+      planned = meta(outputs);
     } catch (const std::exception&) {
-      return nullptr;
     }
   }
-  auto plan = std::make_shared<LaunchPlan>();
-  plan->kernel_name = kernelName();
-  for (const at::Tensor& output : outputs) plan->outputs.push_back({LaunchPlan::Output::kFresh, 0, TensorLayout(output)});
-  plan->structure = std::move(structure);
-  rememberLaunchPlan(signature_, plan);
-  return plan;
+  std::vector<LaunchPlan::Resize> resized;
+  for (size_t slot = 0; slot < aliases_.size(); ++slot) {
+    // An argument the meta function resized: an empty out= without memory is planned as the kernel would
+    // resize it; any other is learnt by running.
+    const Alias& a = aliases_[slot];
+    const c10::TensorImpl* foo = a.foo->unsafeGetTensorImpl();
+    if (!a.meta.defined() || (a.meta.sizes() == foo->sizes() && a.meta.strides() == foo->strides())) continue;
+    const bool had_no_memory = foo->numel() == 0 && foo->unsafe_storage().nbytes() == 0 && foo->storage_offset() == 0;
+    if (resizePlannable(slot, had_no_memory)) {
+      resized.push_back({slot, TensorLayout(a.meta)});
+    } else {
+      planned = false;
+    }
+  }
+  for (const at::Tensor& output : outputs) {
+    // Only strided outputs are allocated in advance (a sparse gradient's shape depends on values).
+    if (output.defined() && (output.layout() != c10::kStrided || output.is_nested())) planned = false;
+  }
+  std::shared_ptr<LaunchPlan> plan;
+  if (planned) {
+    plan = std::make_shared<LaunchPlan>();
+    plan->resized = std::move(resized);
+    plan->kernel_name = kernelName();
+    plan->from_meta = true;
+    for (const at::Tensor& output : outputs) {
+      if (!output.defined()) {
+        plan->outputs.push_back({LaunchPlan::Output::kUndefined});
+        continue;
+      }
+      LaunchPlan::Output spec{LaunchPlan::Output::kFresh, 0, TensorLayout(output)};
+      for (size_t slot = 0; slot < aliases_.size(); ++slot) {
+        if (aliases_[slot].meta.defined() && aliases_[slot].meta.unsafeGetTensorImpl() == output.unsafeGetTensorImpl()) {
+          spec = {LaunchPlan::Output::kArgument, slot, {}};
+        }
+      }
+      plan->outputs.push_back(std::move(spec));
+    }
+    plan->structure = std::move(structure);
+  }
+  if (!kernelRan(key) && !capturing()) {
+    first_use.emplace(FirstUse{std::move(key), std::move(plan)});
+    return nullptr;
+  }
+  return plan && rememberLaunchPlan(signature_, plan) ? plan : nullptr;
 }
 
-at::Tensor HostKernelCall::metaOf(const at::Tensor& argument) const {
-  for (const Alias& a : aliases_)
-    if (a.view.defined() && a.view.unsafeGetTensorImpl() == argument.unsafeGetTensorImpl()) return metaLike(argument);
-  return argument;
+void HostKernelCall::noteFirstUse(const FirstUse& first_use, const std::vector<at::Tensor>& results) const {
+  const LaunchPlan* plan = first_use.meta_plan.get();
+  if (plan == nullptr || plan->outputs.size() != results.size()) return;
+  for (const LaunchPlan::Resize& resize : plan->resized) {
+    const at::Tensor& argument = *aliases_[resize.argument].foo;
+    if (!resize.layout.describes(argument) || argument.storage().nbytes() != resize.layout.storage_nbytes) return;
+  }
+  std::vector<const c10::StorageImpl*> fresh_storages;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const LaunchPlan::Output& spec = plan->outputs[i];
+    const at::Tensor& result = results[i];
+    if (spec.kind == LaunchPlan::Output::kUndefined && result.defined()) return;
+    if (spec.kind != LaunchPlan::Output::kFresh) continue;
+    // A fresh output of the layout planned, in memory of its own that the kernel allocated (not a view of an
+    // argument, which a queued launch would copy).
+    if (!result.defined() || result.layout() != c10::kStrided || result.is_nested() || !spec.layout.describes(result)) return;
+    const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
+    if (!(storage->nbytes() == 0 || isKernelViewDataPtr(storage->data_ptr())) ||
+        std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
+      return;
+    }
+    fresh_storages.push_back(storage);
+  }
+  noteKernelRan(first_use.key);
+}
+
+at::Tensor* HostKernelCall::argumentMeta(const at::Tensor& argument) {
+  const c10::TensorImpl* impl = argument.unsafeGetTensorImpl();
+  for (Alias& a : aliases_) {
+    if (a.foo->unsafeGetTensorImpl() == impl || (a.view.defined() && a.view.unsafeGetTensorImpl() == impl)) {
+      if (!a.meta.defined()) a.meta = metaLike(argument);
+      return &a.meta;
+    }
+  }
+  return nullptr;
+}
+
+at::Tensor HostKernelCall::metaOf(const at::Tensor& argument) {
+  at::Tensor* meta = argumentMeta(argument);
+  return meta != nullptr ? *meta : argument;
+}
+
+at::Tensor& HostKernelCall::writtenMetaOf(const at::Tensor& argument) {
+  at::Tensor* meta = argumentMeta(argument);
+  TORCH_INTERNAL_ASSERT(meta != nullptr, op_name_, ": a written argument that is not a foo tensor");
+  return *meta;
 }
 
 at::Tensor metaLike(const at::Tensor& t) {
@@ -220,10 +302,12 @@ at::Tensor metaLike(const at::Tensor& t) {
                                         std::nullopt);
 }
 
-void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed) {
-  if (!signature_.allowed() || arguments_changed) return;
+void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<int> structure) {
+  if (!signature_.allowed() || unplannable_changes_) return;
   auto plan = std::make_shared<LaunchPlan>();
   plan->kernel_name = kernelName();
+  for (size_t slot = 0; slot < aliases_.size(); ++slot)
+    if (aliases_[slot].resized) plan->resized.push_back({slot, TensorLayout(*aliases_[slot].foo)});
   std::vector<const c10::StorageImpl*> fresh_storages;
   for (const at::Tensor& r : results) {
     LaunchPlan::Output spec{LaunchPlan::Output::kUndefined};
@@ -285,21 +369,24 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
                                                             /*resizable=*/true));
 }
 
-bool HostKernelCall::syncArguments() {
-  bool changed = false;
-  for (Alias& a : aliases_) {
+void HostKernelCall::syncArguments() {
+  for (size_t slot = 0; slot < aliases_.size(); ++slot) {
+    Alias& a = aliases_[slot];
     if (!a.view.defined()) continue;  // the kernel never received it
     c10::TensorImpl* view = a.view.unsafeGetTensorImpl();
     c10::TensorImpl* foo_impl = a.foo->unsafeGetTensorImpl();
     if (view->is_nested()) continue;  // nested kernels change values only, never metadata
+    c10::StorageImpl* foo_storage = foo_impl->storage().unsafeGetStorageImpl();
+    const bool had_no_memory =
+        foo_impl->numel() == 0 && foo_storage->nbytes() == 0 && foo_impl->storage_offset() == 0;
+    bool changed = false, not_a_resize = false;
     c10::StorageImpl* view_storage = view->storage().unsafeGetStorageImpl();
     if (view_storage != a.view_storage) {
       foo_impl->set_storage_keep_dtype(fooStorageFor(view->storage()));
-      changed = true;
+      changed = not_a_resize = true;
     } else if (isKernelViewDataPtr(view_storage->data_ptr())) {
       changed = true;
       // The kernel resized the argument: its storage was reallocated on the device.
-      c10::StorageImpl* foo_storage = foo_impl->storage().unsafeGetStorageImpl();
       void* kernel = view_storage->data_ptr().get();
       foo_storage->set_data_ptr_noswap(
           kernelViewToDevice(view_storage->set_data_ptr(c10::DataPtr(kernel, c10::Device(c10::kCPU))), device_));
@@ -313,11 +400,44 @@ bool HostKernelCall::syncArguments() {
     if (view->is_conj() != foo_impl->is_conj() || view->is_neg() != foo_impl->is_neg()) {
       foo_impl->_set_conj(view->is_conj());
       foo_impl->_set_neg(view->is_neg());
-      changed = true;
+      changed = not_a_resize = true;
+    }
+    if (!changed) continue;
+    if (!not_a_resize && resizePlannable(slot, had_no_memory)) {
+      a.resized = true;
+    } else {
+      unplannable_changes_ = true;
     }
   }
-  for (SparseAlias& s : sparse_aliases_) changed |= syncSparseArgument(s);
-  return changed;
+  for (SparseAlias& s : sparse_aliases_) unplannable_changes_ |= syncSparseArgument(s);
+}
+
+bool HostKernelCall::resizePlannable(size_t slot, bool had_no_memory) const {
+  if (!had_no_memory || aliases_[slot].storage_slot != slot) return false;
+  for (size_t other = slot + 1; other < aliases_.size(); ++other)
+    if (aliases_[other].storage_slot == slot) return false;
+  return true;
+}
+
+void HostKernelCall::resizeAsPlanned(size_t slot, const TensorLayout& resize) {
+  Alias& a = aliases_[slot];
+  c10::TensorImpl* impl = a.foo->unsafeGetTensorImpl();
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  const size_t nbytes = resize.storage_nbytes;
+  if (nbytes > 0) {
+    storage->set_data_ptr_noswap(cachingAllocator().allocateOn(device_, nbytes));
+    storage->set_nbytes(nbytes);
+  }
+  resize.applyTo(impl);
+  if (a.view.defined()) {
+    c10::TensorImpl* view = a.view.unsafeGetTensorImpl();
+    if (nbytes > 0) {
+      c10::StorageImpl* view_storage = view->unsafe_storage().unsafeGetStorageImpl();
+      view_storage->set_data_ptr_noswap(c10::DataPtr(fooKernelAddress(storage->mutable_data()), c10::Device(c10::kCPU)));
+      view_storage->set_nbytes(nbytes);
+    }
+    resize.applyTo(view);
+  }
 }
 
 at::Tensor HostKernelCall::output(at::Tensor result) {

@@ -29,6 +29,13 @@
 
 namespace foo {
 
+// The first call of a kernel (HostKernelCall::planFromMeta): its key, and the plan its meta function gave
+// (not used), or nullptr.
+struct FirstUse {
+  KernelKey key;
+  std::shared_ptr<LaunchPlan> meta_plan;
+};
+
 class HostKernelCall {
  public:
   // `op` identifies the operator in launch signatures; without it the call always runs synchronously.
@@ -81,6 +88,8 @@ class HostKernelCall {
   }
   // The call has outputs that depend on values: it must not be queued.
   void keepSynchronous() { signature_.forbid(); }
+  // The operator's numbers only scale or bound values (numbersOnlyScale): call it before the arguments.
+  void signNumbersByRange() { signature_.signNumbersByRange(); }
   // The call draws random numbers: queued like any call, it draws when it runs, in launch order (see
   // Generator.h).
   void drawsRandomNumbers() { draws_random_numbers_ = true; }
@@ -123,29 +132,38 @@ class HostKernelCall {
   // else nullptr.
   std::shared_ptr<LaunchPlan> plan();
   // For a call plan() found no plan for: whether its outputs' layouts may be computed on the host instead
-  // of learnt by running it (a structured operator's meta function: FastOps.cpp, Fallback.cpp). Not where
-  // foo arguments share memory (a meta function sees no overlap between separate meta tensors) or carry
-  // conjugate or negative bits, which meta tensors do not.
+  // of learnt by running it (its meta function: FastOps.cpp, MetaFunctions.h). Not where
+  // one of the foo arguments sharing memory is written (a meta function sees no overlap between separate meta
+  // tensors), nor where one carries conjugate or negative bits, which meta tensors do not.
   bool mayPlanFromMeta();
   // For a call that mayPlanFromMeta() allows: its plan from the operator's meta function instead of a run,
   // remembered for later calls with this signature. `meta(outputs)` appends the outputs' meta tensors
-  // (flattened, grouped as `structure` says; none for a call that returns the argument it writes) and returns
-  // whether they make a plan (not where it resized an argument); where it raises, the call runs and raises
+  // (flattened, grouped as `structure` says; an argument's own meta tensor from metaOf() is that argument,
+  // and a FastOps call that returns the argument it writes appends none) and returns whether they make a plan
+  // (not where it resized an argument, nor where an argument's metaOf() changed); where it raises, the call runs and raises
   // CPU's error, and its warnings are dropped (the kernel warns when it runs). As CUDA loads a kernel once,
-  // on its first use: only once a call with `key` ran on this thread, or while a capture records the call;
-  // before, `first_use` takes the key, for noteKernelRan() once the call ran.
+  // on its first use: only once a call with `key` ran on this thread and its results matched the meta
+  // function's outputs (an operator whose meta function disagrees with CPU's kernel is learnt by running),
+  // or while a capture records the call; before, `first_use` takes the key and the meta function's outputs,
+  // for noteFirstUse() once the call ran.
   std::shared_ptr<LaunchPlan> planFromMeta(KernelKey key, c10::function_ref<bool(std::vector<at::Tensor>&)> meta,
-                                           std::vector<int> structure, std::optional<KernelKey>& first_use);
-  // What a meta function receives for an argument of the boxed call: a foo argument's kernel view as a meta
-  // tensor (metaLike); any other tensor (a host scalar) as it is.
-  at::Tensor metaOf(const at::Tensor& argument) const;
-  // After a synchronous run: remembers the kernel's results (flattened, before output() maps them,
-  // grouped as `structure` says) as the plan for later calls with this signature.
-  void learn(const std::vector<at::Tensor>& results, std::vector<int> structure, bool arguments_changed);
+                                           std::vector<int> structure, std::optional<FirstUse>& first_use);
+  // After the first call of a kernel ran and syncArguments(): notes its key as ran (kernelRan) where its
+  // results (flattened) and the arguments it resized have the layouts its meta function planned.
+  void noteFirstUse(const FirstUse& first_use, const std::vector<at::Tensor>& results) const;
+  // What a meta function receives for an argument: for a foo argument (or its kernel view), the argument's meta
+  // tensor (metaLike), the same one at each use (an in-place meta function writes it and returns it; an out=
+  // one resizes it); any other tensor (a host scalar) as it is. writtenMetaOf(): for an argument the meta
+  // function writes.
+  at::Tensor metaOf(const at::Tensor& argument);
+  at::Tensor& writtenMetaOf(const at::Tensor& argument);
+  // After a synchronous run and syncArguments(): remembers the kernel's results (flattened, before output()
+  // maps them, grouped as `structure` says) and the arguments it resized as the plan for later calls with
+  // this signature; nothing where it changed arguments otherwise.
+  void learn(const std::vector<at::Tensor>& results, std::vector<int> structure);
 
-  // Writes back changes the kernel made to arguments' metadata or storage (an out= resize); returns
-  // whether there were any.
-  bool syncArguments();
+  // Writes back changes the kernel made to arguments' metadata or storage (an out= resize).
+  void syncArguments();
   // Maps a tensor returned by the kernel to the foo tensor the caller receives. Pass the kernel's
   // result by value (moved): when nothing else holds it, it is turned into the foo tensor in place.
   at::Tensor output(at::Tensor result);
@@ -167,6 +185,10 @@ class HostKernelCall {
     at::Tensor view;  // made when first needed
     c10::StorageImpl* view_storage;
     size_t storage_slot;  // the first alias with the same storage
+    bool written = false;  // the kernel writes it (in place, out=)
+    // The kernel gave it memory and a layout, and nothing else: an empty out= argument it resized.
+    bool resized = false;
+    at::Tensor meta;  // made by metaOf() when first needed
   };
   // A sparse foo argument: its kernel view is a CPU sparse tensor whose components (indices, values)
   // are the kernel views of the foo components, which are ordinary aliases. `parts` are the view's
@@ -182,9 +204,9 @@ class HostKernelCall {
   // Whether the call is being captured into a graph: it cannot run at the call, only be recorded.
   bool capturing();
   at::Tensor addArgument(c10::MaybeOwned<at::Tensor> t, TensorUse use);
-  at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  at::Tensor addInput(c10::MaybeOwned<at::Tensor> foo_tensor, TensorUse use = TensorUse::kInput);
   // A strided foo tensor joins the call and its signature, without a kernel view yet; returns its slot.
-  size_t addStridedInput(c10::MaybeOwned<at::Tensor> foo_tensor);
+  size_t addStridedInput(c10::MaybeOwned<at::Tensor> foo_tensor, TensorUse use);
   const at::Tensor& viewOf(size_t slot);
   at::Tensor addSparseInput(c10::MaybeOwned<at::Tensor> foo_tensor);
   at::Tensor sparseOutput(const at::Tensor& result);
@@ -194,6 +216,13 @@ class HostKernelCall {
   at::Tensor hostValue(const at::Tensor& cpu_tensor, TensorUse use);
   void prepare();
   void joinDevice(c10::Device device);
+  at::Tensor* argumentMeta(const at::Tensor& argument);  // the meta tensor of a foo argument, or nullptr
+  // Whether the kernel's change to the argument in `slot`, seen by syncArguments(), is one a plan can make in
+  // advance: an argument without memory (an empty out=), alone on its storage, given memory and a layout.
+  bool resizePlannable(size_t slot, bool had_no_memory) const;
+  // For a queued call: gives the argument in `slot` the layout and new memory of `resize`, as its kernel
+  // would; a kernel view made already follows.
+  void resizeAsPlanned(size_t slot, const TensorLayout& resize);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
 
   const char* op_name_;
@@ -204,6 +233,7 @@ class HostKernelCall {
   c10::SmallVector<Alias, 4> aliases_;
   c10::SmallVector<SparseAlias, 2> sparse_aliases_;
   bool draws_random_numbers_ = false;
+  bool unplannable_changes_ = false;  // syncArguments() saw changes to arguments no plan can make
 };
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }

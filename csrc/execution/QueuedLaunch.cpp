@@ -1,9 +1,15 @@
 #include "execution/QueuedLaunch.h"
 
 #include <c10/core/StorageImpl.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e4m3fnuz.h>
+#include <c10/util/Float8_e5m2.h>
+#include <c10/util/Float8_e5m2fnuz.h>
+#include <c10/util/overflows.h>
 
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "device/CachingAllocator.h"
 #include "device/Generator.h"
@@ -27,7 +33,7 @@ size_t hashOf(c10::ArrayRef<int64_t> words) {
 // Values by a sequence of words (a call's signature, a kernel key), found by their hash (a lookup builds no
 // key). One per host thread (the autograd engine's threads learn their own): no locking on the hot path.
 // Bounded: a program that keeps changing shapes only learns again.
-template <class Value>
+template <class Value, size_t kMaxEntries>
 class WordTable {
  public:
   Value* find(c10::ArrayRef<int64_t> words) {
@@ -36,6 +42,7 @@ class WordTable {
       if (c10::ArrayRef<int64_t>(it->second.words) == words) return &it->second.value;
     return nullptr;
   }
+  void clear() { entries_.clear(); }
   // For words not in the table.
   void insert(c10::ArrayRef<int64_t> words, Value value) {
     if (entries_.size() >= kMaxEntries) entries_.clear();
@@ -43,7 +50,6 @@ class WordTable {
   }
 
  private:
-  static constexpr size_t kMaxEntries = 4096;
   struct Entry {
     std::vector<int64_t> words;
     Value value;
@@ -51,8 +57,9 @@ class WordTable {
   std::unordered_multimap<size_t, Entry> entries_;
 };
 
-thread_local WordTable<std::shared_ptr<LaunchPlan>> t_plans;
-thread_local WordTable<bool> t_kernels_ran;  // the kernel keys that ran
+thread_local WordTable<std::shared_ptr<LaunchPlan>, 4096> t_plans;
+// The kernel keys that ran: far fewer than signatures in a program, kept longer.
+thread_local WordTable<bool, 65536> t_kernels_ran;
 
 }  // namespace
 
@@ -66,9 +73,49 @@ void LaunchSignature::tensor(const at::Tensor& t, size_t slot, size_t storage_sl
   words_.push_back(impl->dim());
   for (int64_t s : impl->sizes()) words_.push_back(s);
   for (int64_t s : impl->strides()) words_.push_back(s);
+  // An empty tensor that a kernel resizes gets new memory only if its storage has none (an empty out=).
+  if (impl->numel() == 0) {
+    const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+    words_.push_back((storage->nbytes() == 0) | storage->resizable() << 1);
+  }
 }
 
-void LaunchSignature::add(double value) { word(kDouble, bitsOf(value)); }
+namespace {
+
+template <class... Dtypes, class Number>
+int64_t convertibleTo(Number value) {
+  int64_t bits = 0, bit = 1;
+  ((bits |= c10::overflows<Dtypes, Number>(value) ? 0 : bit, bit <<= 1), ...);
+  return bits;
+}
+
+// Which dtypes `value` converts to without overflow, one bit each: a kernel's conversion of a number raises
+// only where it does not.
+template <class Number>
+int64_t convertibleDtypes(Number value) {
+  return convertibleTo<uint8_t, int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t, c10::Half,
+                       c10::BFloat16, float, c10::Float8_e5m2, c10::Float8_e4m3fn, c10::Float8_e5m2fnuz,
+                       c10::Float8_e4m3fnuz>(value);
+}
+
+}  // namespace
+
+void LaunchSignature::add(double value) {
+  if (numbers_by_range_) {
+    word(kDoubleRange, convertibleDtypes(value));
+  } else {
+    word(kDouble, bitsOf(value));
+  }
+}
+
+bool numbersOnlyScale(std::string_view op_name) {
+  static const std::unordered_set<std::string_view> names = {
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+      "aten::addcdiv", "aten::addcdiv_", "aten::addcmul", "aten::addcmul_", "aten::lerp", "aten::lerp_",
+      "aten::fill_", "aten::clamp", "aten::clamp_", "aten::clamp_min", "aten::clamp_min_", "aten::clamp_max",
+      "aten::clamp_max_"};
+  return names.count(op_name) != 0;
+}
 
 template <class T>
 void LaunchSignature::addList(const c10::List<T>& values) {
@@ -151,14 +198,45 @@ void LaunchSignature::add(const c10::IValue& value) {
   }
 }
 
+namespace {
+
+// A strided tensor's dimension, each dimension's rank by decreasing stride, and which are broadcast (stride 0):
+// what the layout of the outputs derived from it depends on. A dimension of size one keeps the stride it was
+// made with (a batch of one sliced or made keeps the class of any other batch).
+int64_t layoutClass(const c10::TensorImpl& t) {
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const size_t n = sizes.size();
+  int64_t code = static_cast<int64_t>(n);
+  if (n > 11) return code;  // 4 bits, then 5 per dimension: a rarer tensor's class is its dimension alone
+  for (size_t i = 0; i < n; ++i) {
+    int64_t rank = 0;
+    for (size_t j = 0; j < n; ++j) rank += strides[j] > strides[i] || (strides[j] == strides[i] && j < i);
+    const int64_t broadcast = sizes[i] != 1 && strides[i] == 0;
+    code |= (rank | broadcast << 4) << (4 + 5 * i);
+  }
+  return code;
+}
+
+}  // namespace
+
 void KernelKey::add(const at::Tensor& t) {
-  words_.push_back(t.defined() ? 4 * (static_cast<int64_t>(t.scalar_type()) + 1) +
-                                     2 * t.unsafeGetTensorImpl()->is_wrapped_number() + (t.numel() == 0)
-                               : 0);
+  if (!t.defined()) {
+    words_.push_back(0);
+    return;
+  }
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  words_.push_back(4 * (static_cast<int64_t>(t.scalar_type()) + 1) + 2 * impl->is_wrapped_number() + (t.numel() == 0));
+  if (t.layout() == c10::kStrided && !t.is_nested()) words_.push_back(layoutClass(*impl));
 }
 
 void KernelKey::add(const c10::Scalar& value) {
   words_.push_back(value.isComplex() ? -2 : value.isFloatingPoint() ? -3 : value.isBoolean() ? -4 : -5);
+  // A number the kernel cannot convert raises: a call of a new shape with it runs at the call.
+  if (value.isFloatingPoint()) {
+    words_.push_back(convertibleDtypes(value.toDouble()));
+  } else if (value.isIntegral(/*includeBool=*/false) && !value.isSymbolic()) {
+    words_.push_back(convertibleDtypes(value.toLong()));
+  }
 }
 
 void KernelKey::add(const c10::IValue& value) {
@@ -188,14 +266,19 @@ std::shared_ptr<LaunchPlan> findLaunchPlan(const LaunchSignature& signature) {
   return *found;
 }
 
-void rememberLaunchPlan(const LaunchSignature& signature, std::shared_ptr<LaunchPlan> plan) {
-  if (!signature.allowed()) return;
+bool rememberLaunchPlan(const LaunchSignature& signature, std::shared_ptr<LaunchPlan> plan) {
+  if (!signature.allowed()) return false;
   if (std::shared_ptr<LaunchPlan>* learnt = t_plans.find(signature.words())) {
-    if (!(*learnt)->stale.load(std::memory_order_relaxed)) *learnt = std::move(plan);
-    return;  // a stale plan stays: data-dependent after all, the signature stays synchronous
+    // A stale plan stays: data-dependent after all (or misplanned), the signature stays synchronous.
+    if ((*learnt)->stale.load(std::memory_order_relaxed)) return false;
+    *learnt = std::move(plan);
+    return true;
   }
   t_plans.insert(signature.words(), std::move(plan));
+  return true;
 }
+
+void forgetLaunchPlans() { t_plans.clear(); }
 
 // ---- The launch -----------------------------------------------------------------------------------------
 
@@ -214,6 +297,11 @@ at::Tensor freshOutput(const LaunchPlan::Output& spec, c10::DeviceIndex device) 
 LaunchOutputs QueuedLaunch::queue(std::unique_ptr<QueuedLaunch> launch, HostKernelCall& call,
                                   std::shared_ptr<LaunchPlan> plan, bool views_on_worker) {
   const c10::DeviceIndex device = call.device_;
+  for (const LaunchPlan::Resize& resize : plan->resized) {
+    call.resizeAsPlanned(resize.argument, resize.layout);
+    const HostKernelCall::Alias& a = call.aliases_[resize.argument];
+    launch->resized_.push_back({resize.argument, KernelViewSpec(*a.foo), views_on_worker ? at::Tensor() : a.view});
+  }
   LaunchOutputs outputs;
   outputs.reserve(plan->outputs.size());
   for (const LaunchPlan::Output& spec : plan->outputs) {
@@ -234,6 +322,7 @@ LaunchOutputs QueuedLaunch::queue(std::unique_ptr<QueuedLaunch> launch, HostKern
     FOO_CHECK(fooStreamIsCapturing(device, currentStream(device), &capturing));
     if (capturing != 0) launch->kept_ = std::make_unique<KeptViews>();
   }
+  launch->plan_from_meta_ = plan->from_meta;
   launch->plan_ = std::move(plan);
   launch->op_name_ = call.op_name_;
   const char* name = launch->kernelName();  // the plan, which holds it, outlives the launch call
@@ -260,22 +349,34 @@ void QueuedLaunch::run() {
     runKernel(views, results);
   }
   bool matches = results.size() == outputs_.size();
-  for (size_t i = 0; matches && i < outputs_.size(); ++i)
+  bool restrided = false;  // a meta plan's result of the planned sizes, with other strides
+  for (size_t i = 0; matches && i < outputs_.size(); ++i) {
     // Against the launch's own copy of the plan's layouts: the worker reads nothing of the plan itself,
     // whose reference count the host changes at every launch (a cache line both would write).
-    matches = !outputs_[i].fresh || (results[i].defined() && outputs_[i].spec.layout.describes(results[i]));
-  if (!matches) {
-    plan_->stale = true;
-    TORCH_CHECK(false, op_name_, " returned outputs of other shapes than an earlier call with the same arguments: "
-                "its outputs depend on its inputs' values, and it will run synchronously from now on");
+    const TensorLayout& planned = outputs_[i].spec.layout;
+    if (!outputs_[i].fresh || (results[i].defined() && planned.describes(results[i]))) continue;
+    matches = plan_from_meta_ && results[i].defined() && results[i].dtype() == planned.dtype &&
+              results[i].sizes() == planned.sizes();
+    restrided = true;
   }
-  // Results the kernel did not write in place may sit in another output's memory (it allocated them
-  // in another order): they are all taken out before any is copied to its output.
+  for (const Resized& r : resized_) {
+    const at::Tensor& view = r.caller_view.defined() ? r.caller_view : views[r.slot];
+    matches = matches && view.storage().data() == r.spec.data && r.spec.layout.describes(view);
+  }
+  if (!matches || restrided) plan_->stale = true;
+  TORCH_CHECK(matches, op_name_, " returned outputs of other shapes than an earlier call with the same arguments: "
+              "its outputs depend on its inputs' values, and it will run synchronously from now on");
+  // Results the kernel did not write in place, or wrote in other strides, are copied to their outputs. They
+  // may sit in another output's memory (the kernel allocated them in another order), or in their own output's
+  // memory in other strides: then they are all taken out before any is copied.
   c10::SmallVector<size_t, 4> misplaced;
   for (size_t i = 0; i < outputs_.size(); ++i) {
-    if (outputs_[i].fresh && results[i].storage().data() != outputs_[i].spec.data) misplaced.push_back(i);
+    if (outputs_[i].fresh && (results[i].storage().data() != outputs_[i].spec.data ||
+                              (restrided && !outputs_[i].spec.layout.describes(results[i])))) {
+      misplaced.push_back(i);
+    }
   }
-  if (misplaced.size() > 1) {
+  if (misplaced.size() > 1 || restrided) {
     for (size_t i : misplaced) results[i] = results[i].clone();
   }
   for (size_t i : misplaced) kernelView(outputs_[i].spec).copy_(results[i]);

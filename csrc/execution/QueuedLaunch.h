@@ -3,10 +3,11 @@
 // A GPU kernel is queued once the host knows the shapes of its outputs; ours run PyTorch's CPU kernels,
 // which compute output shapes while they run. So a call's outputs' metadata, its *plan*, are known in
 // advance in one of two ways: learnt, when an earlier call with the same *signature* (operator, every
-// tensor's dtype, shape, strides and aliasing, every other argument's value) ran synchronously and
-// returned them; or computed on the host by the operator's meta function, for the structured operators
-// of FastOps.cpp and Fallback.cpp's table, once their kernel ran with the same dtypes (KernelKey). Operators tagged as having
-// data-dependent outputs and calls with host tensors always run synchronously.
+// tensor's dtype, shape, strides and aliasing, every other argument's value, the range of numbers that only
+// scale values) ran synchronously and returned them (and resized its empty out= arguments); or computed on
+// the host by the operator's meta function (FastOps.cpp, MetaFunctions.h), once its kernel ran with the same
+// dtypes and layouts and agreed with it (KernelKey). Operators tagged as having data-dependent outputs and
+// calls with host tensors always run synchronously.
 //
 // A call with a plan is queued on the current stream instead of run at once: the host allocates its
 // outputs and returns them; later, on the stream's worker, the launch runs the CPU kernel on kernel views
@@ -86,12 +87,17 @@ class LaunchSignature {
     }
   }
 
+  // For an operator whose floating-point numbers only scale or bound values (numbersOnlyScale): from now on
+  // a number adds which dtypes it converts to without overflow, not its value.
+  void signNumbersByRange() { numbers_by_range_ = true; }
   void forbid() { allowed_ = false; }
   bool allowed() const { return allowed_; }
   c10::ArrayRef<int64_t> words() const { return words_; }
 
  private:
-  enum Tag : int64_t { kUndefined = 1, kTensor, kNone, kInt, kBool, kDouble, kComplex, kList, kString, kDevice, kHostScalar };
+  enum Tag : int64_t {
+    kUndefined = 1, kTensor, kNone, kInt, kBool, kDouble, kDoubleRange, kComplex, kList, kString, kDevice, kHostScalar
+  };
   template <class T>
   void addList(const c10::List<T>& values);
   void word(int64_t tag) { words_.push_back(tag); }
@@ -102,7 +108,15 @@ class LaunchSignature {
 
   c10::SmallVector<int64_t, 48> words_;  // on the stack: a call's signature allocates nothing
   bool allowed_ = true;
+  bool numbers_by_range_ = false;
 };
+
+// Whether the floating-point numbers of operator `op_name` ("aten::add_") only scale, fill or bound the values
+// it computes (alpha, addcdiv's value, lerp's weight, fill_, clamp): their values decide neither the outputs'
+// metadata nor an error, except a number that does not convert to the tensors' dtype. Their calls are signed
+// by the numbers' ranges (signNumbersByRange), so that a learning rate changing at every step (an optimizer
+// with a schedule, Adam's bias correction) is one signature, learnt once.
+bool numbersOnlyScale(std::string_view op_name);
 
 // The outputs a call with a given signature returned.
 struct LaunchPlan {
@@ -112,24 +126,38 @@ struct LaunchPlan {
     TensorLayout layout;  // kFresh: a new tensor with its own storage of `layout.storage_nbytes`
   };
   std::vector<Output> outputs;
+  // Arguments without memory that the kernel resizes (an empty out=): the host gives them their layout
+  // and memory before the launch, so the kernel writes into them as they are.
+  struct Resize {
+    size_t argument;
+    TensorLayout layout;  // with the size of its new storage
+  };
+  std::vector<Resize> resized;
   std::vector<int> structure;  // how the caller groups the flat outputs (its returns' list lengths)
   std::string kernel_name;     // the queued kernel's name in a profile: "<operator> kernel"
+  // Computed by a meta function, not learnt. A meta function may give one shape other strides than CPU's
+  // kernel does (though it agreed on the kernel's first call): the launch copies such a result into the
+  // planned layout, and marks the plan stale.
+  bool from_meta = false;
   // Set when a queued run returned other metadata than the plan's: the signature runs synchronously
   // from then on.
   std::atomic<bool> stale{false};
 };
 
-// What selects CPU's kernel for a call, without the shapes: its operator, its tensors' dtypes (and whether
-// each is a wrapped Python number or empty), its numbers' kinds and its other arguments' values. CPU's
-// kernels refuse some inputs that meta functions accept (a dtype, a flag); so a call of a new shape is
-// planned from its meta function only once a call with the same key ran on this thread, as CUDA loads a
-// kernel once, on its first use, not once per shape.
+// What selects CPU's kernel for a call, without the sizes: its operator, its tensors' dtypes (whether each is
+// a wrapped Python number or empty) and layout classes (dimension, order of strides, broadcast dimensions),
+// its numbers' kinds and its other arguments' values. CPU's kernels refuse some inputs that
+// meta functions accept (a dtype, a flag), and a meta function may lay out an output otherwise than the
+// kernel for some layouts; so a call of a new shape is planned from its meta function only once a call with
+// the same key ran on this thread and its outputs had the meta function's layouts, as CUDA loads a kernel
+// once, on its first use, not once per shape.
 class KernelKey {
  public:
   explicit KernelKey(const void* op) { words_.push_back(reinterpret_cast<intptr_t>(op)); }
   void add(const at::Tensor& t);
   void add(const std::optional<at::Tensor>& t) { add(t ? *t : at::Tensor()); }
-  void add(const c10::Scalar& value);  // its kind, not its value: an integer tensor times a float is another kernel
+  // A number's kind (an integer tensor times a float is another kernel) and the dtypes it converts to, not its value.
+  void add(const c10::Scalar& value);
   void add(int64_t value) { words_.push_back(value); }
   void add(bool value) { words_.push_back(value); }
   void add(const c10::SymInt& value) { words_.push_back(value.is_heap_allocated() ? -1 : value.as_int_unchecked()); }
@@ -150,7 +178,11 @@ void noteKernelRan(const KernelKey& key);
 
 // The plan remembered for `signature` on this thread (learnt, or computed by a meta function), or nullptr.
 std::shared_ptr<LaunchPlan> findLaunchPlan(const LaunchSignature& signature);
-void rememberLaunchPlan(const LaunchSignature& signature, std::shared_ptr<LaunchPlan> plan);
+// False where the signature's plan is stale: it stays so, and the signature synchronous.
+bool rememberLaunchPlan(const LaunchSignature& signature, std::shared_ptr<LaunchPlan> plan);
+// Forgets the plans of this thread, not its kernels that ran: each call is then of a signature not seen
+// before, as a call of new shapes is (tests/test_random_programs.py).
+void forgetLaunchPlans();
 
 // ---- The launch -----------------------------------------------------------------------------------------
 
@@ -189,6 +221,12 @@ class QueuedLaunch : public QueuedWork {
     bool fresh = false;  // allocated by the host for this launch (else an argument, or undefined)
     KernelViewSpec spec;
   };
+  // An argument resized by the host as planned, which the kernel must leave as it is.
+  struct Resized {
+    size_t slot;
+    KernelViewSpec spec;
+    at::Tensor caller_view;  // the kernel view made by the caller, or undefined where the worker makes it
+  };
   // A captured launch runs at each replay of its graph: it keeps the views it made on its first run.
   struct KeptViews {
     // Launches of one graph run in order, but one replayed inside another need not: the first run makes
@@ -202,7 +240,9 @@ class QueuedLaunch : public QueuedWork {
   std::unique_ptr<KeptViews> kept_;      // for a captured launch only
   c10::SmallVector<Input, 3> inputs_;    // only when the views are made on the worker
   c10::SmallVector<Output, 1> outputs_;
+  c10::SmallVector<Resized, 1> resized_;
   std::shared_ptr<LaunchPlan> plan_;
+  bool plan_from_meta_ = false;  // the plan's, copied: the worker reads nothing of the plan itself
   const char* op_name_ = nullptr;
 };
 

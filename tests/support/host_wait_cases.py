@@ -95,6 +95,12 @@ def _new_shape_of(device, make, *shape):
     return lambda: make(x[: next(lengths)])
 
 
+def _new_index_every_call(device, make):
+    """``make(i)`` with an index tensor ``i`` one entry longer at every call."""
+    i, lengths = _indices(device, 4 * N), iter(range(2, 4 * N))
+    return lambda: make(i[: next(lengths)])
+
+
 def _clip_grad_norm(device):
     model = torch.nn.Linear(32, 32).to(device)
     model(_randn(device, 4, 32)).sum().backward()
@@ -187,6 +193,29 @@ def _new_shape_every_call(device):
     """``x + 1`` on a length never seen before at every call (a growing sequence, a last smaller batch)."""
     x, lengths = _randn(device, 4 * N), iter(range(N, 4 * N))
     return lambda: x[: next(lengths)] + 1
+
+
+def _sgd_with_schedule(device):
+    """An SGD step whose learning rate a scheduler changes at every step."""
+    model = torch.nn.Linear(8, 8).to(device)
+    model(_randn(device, 4, 8)).sum().backward()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 / (step + 1))
+
+    def step():
+        optimizer.step()
+        schedule.step()
+    step()  # the first step makes the momentum buffers
+    return step
+
+
+def _transformer_layer_growing_sequence(device):
+    """A transformer encoder layer (attention, layer norm, feed-forward, dropout), training, over a sequence
+    one token longer at every call."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True).to(device)
+    x, lengths = _randn(device, 2, 4 * N, 16), iter(range(N, 4 * N))
+    return lambda: layer(x[:, : next(lengths)])
 
 
 def _fork_rng(device):
@@ -402,4 +431,24 @@ CASES = {
     "clip_grad_norm_error_if_nonfinite": _clip_grad_norm_checked,
     "grad_scaler_unscale_update": lambda d: _grad_scaler(d, step=False),
     "grad_scaler_step_update": lambda d: _grad_scaler(d, step=True),
+}
+
+# Calls that CUDA queues as any kernel launch (new shapes: its kernels size their outputs on the host; a new
+# learning rate: numbers are kernel arguments), not yet measured on a GPU. tools/measure_cuda_host_waits.py
+# measures them with CASES; once measured, they move into CASES.
+UNMEASURED_CASES = {
+    "embedding_new_batch_every_call": lambda d: (lambda weight: _new_index_every_call(
+        d, lambda i: F.embedding(i, weight)))(_randn(d, N, 8)),
+    "index_select_new_length_every_call": lambda d: (lambda x: _new_index_every_call(
+        d, lambda i: x.index_select(0, i)))(_randn(d, N, 8)),
+    "cat_new_length_every_call": lambda d: _new_shape_of(d, lambda x: torch.cat([x, x]), 8),
+    "where_new_shape_every_call": lambda d: _new_shape_of(d, lambda x: torch.where(x > 0, x, 0.0), 8),
+    "masked_fill_new_shape_every_call": lambda d: _new_shape_of(d, lambda x: x.masked_fill(x > 0, 1.0), 8),
+    "arange_new_length_every_call": lambda d: (lambda lengths: lambda: torch.arange(next(lengths), device=d))(
+        iter(range(N, 4 * N))),
+    "zeros_new_shape_every_call": lambda d: (lambda lengths: lambda: torch.zeros(next(lengths), 8, device=d))(
+        iter(range(N, 4 * N))),
+    "dropout_new_shape_every_call": lambda d: _new_shape_of(d, lambda x: F.dropout(x, 0.1, training=True), 8),
+    "transformer_layer_growing_sequence": _transformer_layer_growing_sequence,
+    "sgd_lr_schedule_step": _sgd_with_schedule,
 }
