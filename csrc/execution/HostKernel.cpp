@@ -249,6 +249,25 @@ std::shared_ptr<LaunchPlan> HostKernelCall::planFromMeta(KernelKey key,
   return plan && rememberLaunchPlan(signature_, plan) ? plan : nullptr;
 }
 
+namespace {
+
+// Whether a kernel's result can be allocated in advance: memory the kernel allocated itself, one storage per
+// output (`fresh_storages`, which it joins). Sparse results have no storage (before storage() would throw);
+// sparse and nested results' shapes depend on values.
+bool isFreshResult(const at::Tensor& result, std::vector<const c10::StorageImpl*>& fresh_storages) {
+  if (result.layout() != c10::kStrided || result.is_nested()) return false;
+  const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
+  // An empty output has no memory (a storage of 0 bytes, with or without an address).
+  if (!(storage->nbytes() == 0 || isKernelViewDataPtr(storage->data_ptr())) ||
+      std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
+    return false;
+  }
+  fresh_storages.push_back(storage);
+  return true;
+}
+
+}  // namespace
+
 void HostKernelCall::noteFirstUse(const FirstUse& first_use, const std::vector<at::Tensor>& results) const {
   const LaunchPlan* plan = first_use.meta_plan.get();
   if (plan == nullptr || plan->outputs.size() != results.size()) return;
@@ -262,15 +281,8 @@ void HostKernelCall::noteFirstUse(const FirstUse& first_use, const std::vector<a
     const at::Tensor& result = results[i];
     if (spec.kind == LaunchPlan::Output::kUndefined && result.defined()) return;
     if (spec.kind != LaunchPlan::Output::kFresh) continue;
-    // A fresh output of the layout planned, in memory of its own that the kernel allocated (not a view of an
-    // argument, which a queued launch would copy).
-    if (!result.defined() || result.layout() != c10::kStrided || result.is_nested() || !spec.layout.describes(result)) return;
-    const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
-    if (!(storage->nbytes() == 0 || isKernelViewDataPtr(storage->data_ptr())) ||
-        std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
-      return;
-    }
-    fresh_storages.push_back(storage);
+    // A fresh output of the layout planned (not a view of an argument, which a queued launch would copy).
+    if (!result.defined() || !isFreshResult(result, fresh_storages) || !spec.layout.describes(result)) return;
   }
   noteKernelRan(first_use.key);
 }
@@ -320,18 +332,7 @@ void HostKernelCall::learn(const std::vector<at::Tensor>& results, std::vector<i
         }
       }
       if (spec.kind == LaunchPlan::Output::kUndefined) {
-        // Only memory the kernel allocated itself, one storage per output, can be allocated in advance.
-        // Sparse results have no storage (before storage() would throw); sparse and nested results' shapes
-        // depend on values.
-        if (r.layout() != c10::kStrided || r.is_nested()) return;
-        const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
-        // An empty output has no memory (a storage of 0 bytes, with or without an address).
-        const bool memoryless = storage->nbytes() == 0;
-        if (!(memoryless || isKernelViewDataPtr(storage->data_ptr())) ||
-            std::find(fresh_storages.begin(), fresh_storages.end(), storage) != fresh_storages.end()) {
-          return;
-        }
-        fresh_storages.push_back(storage);
+        if (!isFreshResult(r, fresh_storages)) return;
         spec.kind = LaunchPlan::Output::kFresh;
         spec.layout = TensorLayout(r);
       }
