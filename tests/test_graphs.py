@@ -168,12 +168,14 @@ def test_structured_operators_not_seen_before_are_captured_as_on_cuda():
 
 
 def test_an_empty_capture_warns_as_on_cuda():
-    x = torch.ones(4, device="foo")
+    x = torch.ones(4, device="foo")  # filled on the default stream
     graph = torch.foo.FooGraph()
     with torch.foo.stream(torch.foo.Stream()):
         with pytest.warns(UserWarning, match="The foo graph is empty"):
             graph.capture_begin()
-            with torch.foo.stream(torch.foo.Stream()):
+            other = torch.foo.Stream()
+            other.wait_stream(torch.foo.default_stream())  # after the fill (without it, a race)
+            with torch.foo.stream(other):
                 x.add_(1)  # on another stream: not captured, run
             graph.capture_end()
     graph.replay()
