@@ -149,15 +149,19 @@ def setup_mlp(dropout: float = 0.0):
                  for m, xx in ((cpu_model, x), (foo_model, fx)))
 
 
-# A batch size not seen for 1024 steps at every step: 1 to 1024 in a scrambled order (389 is prime to 1024).
-NEW_SIZES = [1 + (k * 389) % 1024 for k in range(1024)]
+# A batch size from 33 to 96 at every step (64.5 on average, as the plain step's 64), in a scrambled order
+# (37 is prime to 64).
+NEW_SIZES = [33 + (k * 37) % 64 for k in range(64)]
 
 
 def mlp_step_new_size(model, opt, x, y, step):
-    """mlp_step on the first b rows of x, b the next of NEW_SIZES: every operator of the step sees a shape
-    it did not see for the last 1023 steps (more shapes than foo keeps learnt plans for)."""
+    """mlp_step on the first b rows of x, b the next of NEW_SIZES. Before each step foo forgets the plans it
+    learnt, so that every call is of a signature not seen before, as with sizes never seen (sizes enough
+    to outnumber the plans foo keeps would need a warm-up longer than the benchmark)."""
     b = NEW_SIZES[step[0] % len(NEW_SIZES)]
     step[0] += 1
+    if x.device.type == "foo":
+        foo_backend._C._forget_launch_plans()
     return mlp_step(model, opt, x[:b], y[:b])
 
 
@@ -165,7 +169,7 @@ def setup_mlp_new_sizes():
     torch.default_generator.manual_seed(0)
     cpu_model = make_mlp()
     foo_model = copy.deepcopy(cpu_model).to(FOO)
-    (x, fx), y = _randn_pair(1024, 784), torch.randint(0, 10, (1024,))
+    (x, fx), y = _randn_pair(96, 784), torch.randint(0, 10, (96,))
     # Both sides start at the same step, and the interleaved blocks run as many steps: they see the same sizes.
     return tuple(dict(model=m, opt=torch.optim.SGD(m.parameters(), lr=0.01), x=xx, y=y.to(m[0].weight.device),
                       mlp_step=mlp_step, mlp_step_new_size=mlp_step_new_size, step=[0])

@@ -1,4 +1,6 @@
 """Fixtures every test module shares."""
+import gc
+
 import pytest
 import torch
 
@@ -44,6 +46,10 @@ def _scripts_of(module):
 
 def pytest_collection_finish(session):
     """Starts the background scripts of the modules that have a selected test reading them."""
+    # The test modules and PyTorch's OpInfo database, made at collection, live for the whole session: a full
+    # garbage collection (torch.foo.graph runs one at each capture, as torch.cuda.graph does) need not walk
+    # their millions of objects each time.
+    gc.freeze()
     for item in session.items:
         if _uses_background_scripts(item.module) and "subprocesses" in item.fixturenames:
             _scripts_of(item.module)

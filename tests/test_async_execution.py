@@ -196,17 +196,31 @@ def test_a_new_signature_runs_synchronously_first():
     assert torch.equal(y.cpu(), torch.special.erfcx(x.cpu()))
 
 
-def _train_on_batch_sizes(device, sizes):
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)), (8,)
+
+
+def _normalized_convnet():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.GroupNorm(2, 4),
+        torch.nn.Dropout(0.2), torch.nn.Flatten(), torch.nn.Linear(4 * 5 * 5, 3)), (2, 5, 5)
+
+
+def _train_on_batch_sizes(device, sizes, make_model=_mlp):
     """SGD steps of a small classifier, the batch size changing at every step; the losses and weights."""
     generator = torch.Generator().manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    model, sample_shape = make_model()
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
     model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(64, 8, generator=generator).to(device)
+    x = torch.randn(64, *sample_shape, generator=generator).to(device)
     target = torch.randint(3, (64,), generator=generator).to(device)
+    if device == "foo":
+        torch.foo.manual_seed(1)  # dropout's draws: foo's generator gives CPU's numbers for CPU's seed
+    else:
+        torch.manual_seed(1)
 
     def step(b):
         optimizer.zero_grad()
@@ -234,6 +248,48 @@ def test_new_shapes_of_structured_operators_are_queued_without_waiting():
     assert torch.equal(losses, expected_losses)
     for got, want in zip(parameters, expected_parameters):
         assert torch.equal(got, want)
+
+
+def test_new_batch_sizes_of_normalization_and_dropout_are_queued_without_waiting():
+    # Batch and group norm, dropout and their backward (hand-written meta functions from CPU's kernels;
+    # group norm's sizes are integer arguments, which stay out of its kernel key) and convolutions.
+    sizes = [3, 17, 64, 1, 40, 9]
+    losses, parameters = _train_on_batch_sizes("foo", sizes, _normalized_convnet)
+    expected_losses, expected_parameters = _train_on_batch_sizes("cpu", sizes, _normalized_convnet)
+    torch.testing.assert_close(losses, expected_losses)
+    for got, want in zip(parameters, expected_parameters):
+        torch.testing.assert_close(got, want)
+
+
+def _embedding_bag_steps(device, sizes):
+    """Embedding bags of the first b rows of fixed indices, for each b of `sizes` and each mode: the outputs
+    and the weight's gradients."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 4, generator=generator).to(device).requires_grad_()
+    indices = torch.randint(10, (64, 3), generator=generator).to(device)
+    per_sample = torch.rand(64 * 3, generator=generator).to(device)
+    offsets = torch.arange(0, 64 * 3, 3).to(device)
+
+    def step(b, mode):
+        weights = per_sample[:b * 3] if mode == "sum" else None
+        out = torch.nn.functional.embedding_bag(indices[:b].flatten(), weight, offsets[:b], mode=mode,
+                                                per_sample_weights=weights)
+        return out.detach(), torch.autograd.grad(out.sum(), weight)[0]
+
+    results = [step(sizes[0], mode) for mode in ("sum", "mean", "max")]
+    if device == "foo":
+        torch.foo.synchronize()  # each kernel's first use with these dtypes ran at its call
+    with sync_debug_mode("foo", "error") if device == "foo" else contextlib.nullcontext():
+        results += [step(b, mode) for b in sizes[1:] for mode in ("sum", "mean", "max")]
+    return [tensor.cpu() for result in results for tensor in result]
+
+
+def test_new_batch_sizes_of_embedding_bags_are_queued_without_waiting():
+    # (A batch of one would be a new input layout for the backward, whose gradient is then an expanded row:
+    # its first call runs at the call, as any kernel's first call of a layout.)
+    sizes = [3, 17, 64, 2, 40]
+    for got, want in zip(_embedding_bag_steps("foo", sizes), _embedding_bag_steps("cpu", sizes)):
+        torch.testing.assert_close(got, want)
 
 
 # Boxed structured operators (the fallback's table of meta functions): pointwise, comparisons, reductions, scans,
@@ -267,6 +323,18 @@ BOXED_STRUCTURED = {
     "sort": lambda x, y: x.sort(1).values,
     "max_dim": lambda x, y: x.max(1).indices,
     "conv1d": lambda x, y: torch.nn.functional.conv1d(x.unsqueeze(1), y[:1, :3].reshape(1, 1, 3)),
+    "batch_norm": lambda x, y: torch.nn.functional.batch_norm(x.view(-1, 2, 3), None, None, training=True),
+    "batch_norm_channels_last": lambda x, y: torch.nn.functional.batch_norm(
+        x.view(-1, 3, 2, 1).contiguous(memory_format=torch.channels_last), y[0, :3].clone(), y[0, 3:].abs(),
+        y[0, :3], y[0, 3:], training=True),  # running statistics updated in copies, of a new shape each time
+    "group_norm": lambda x, y: torch.nn.functional.group_norm(x.view(-1, 6, 1), 3, y[0], y[0].flip(0)),
+    "dropout_backward": lambda x, y: torch.ops.aten.native_dropout_backward(x, y > 0, 2.0),
+    "index_put": lambda x, y: x.clone().index_put_(((y[:, 0] > 0).long(),), y, accumulate=True),
+    "index_put_mask": lambda x, y: x.clone().index_put_((y > 0,), torch.tensor(2.0)),
+    "index_fill": lambda x, y: x.clone().index_fill_(1, (y[0] > 0).long(), -1.0),
+    "cummax": lambda x, y: x.cummax(0).indices,
+    "linspace": lambda x, y: torch.linspace(-1, 1, x.shape[0], device=x.device),
+    "eye": lambda x, y: torch.eye(x.shape[0], 3, device=x.device),
 }
 
 
@@ -298,14 +366,34 @@ def test_an_input_layout_not_seen_before_runs_once_at_the_call():
         assert got.stride() == expected.stride() and torch.equal(got.cpu(), expected)
 
 
-def test_a_new_shape_whose_meta_function_misses_a_check_raises_at_the_call():
-    # PyTorch's meta function of index_put_ does not check the values' shape: foo plans no new shape from it,
-    # so the error is CPU's, at the call, not an asynchronous one.
+def test_a_new_shape_whose_values_do_not_broadcast_raises_at_the_call():
+    # PyTorch's Python meta function of index_put_ does not check the values' shape; foo's checks it as CPU's
+    # kernel does, so the error is raised at the call, not asynchronously.
     x = torch.zeros(6, 3, device="foo")
     index = torch.tensor([0, 2], device="foo")
     _warm(lambda: x.index_put_((index,), torch.ones(2, 3, device="foo")))
     with pytest.raises(RuntimeError, match="shape mismatch"):
         x[:4].index_put_((index,), torch.ones(5, 3, device="foo"))
+    mask = torch.ones(6, 3, dtype=torch.bool, device="foo")
+    _warm(lambda: x.index_put_((mask,), torch.tensor(1.0)))
+    with pytest.raises(IndexError, match="The shape of the mask"):
+        x[:4].index_put_((mask,), torch.tensor(1.0))
+    torch.foo.synchronize()  # nothing was left pending
+
+
+def test_new_shapes_of_uniform_are_queued_and_check_their_range_at_the_call():
+    _warm(lambda: torch.rand(3, device="foo"))
+    torch.foo.manual_seed(5)
+    with sync_debug_mode("foo", "error"):
+        draws = [torch.rand(n, device="foo") for n in (5, 17, 2)]
+    torch.manual_seed(5)
+    for got in draws:
+        assert torch.equal(got.cpu(), torch.rand(got.shape[0]))
+    x = torch.empty(8, device="foo")
+    with pytest.raises(RuntimeError, match=r"uniform_ expects to return a \[from, to\) range"):
+        x[:5].uniform_(1, 0)
+    with pytest.raises(RuntimeError, match="uniform_ expects to-from"):
+        x[:6].uniform_(-3e38, 3e38)
     torch.foo.synchronize()  # nothing was left pending
 
 

@@ -138,7 +138,7 @@ def test_what_would_wait_for_the_capturing_stream_raises(operation):
             elif operation == "first_call":
                 torch.special.erfcx(odd)  # a signature this process has not run yet
             else:
-                torch.rand(4, 7, 3, device="foo")  # a random operator not warmed up either
+                torch.poisson(odd)  # a random operator without a meta function foo plans from, not run yet
     # The failed capture left the device usable.
     graph.reset()
     assert (x + 1).cpu().eq(2).all()

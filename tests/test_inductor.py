@@ -100,8 +100,10 @@ SCRIPTS = {
         config.compile_threads = 2
         fn = lambda a, b: ((a.sin() + b) @ b.t()).cos().sum(0) + b.sum()  # kernels on both sides of a matmul
         f = torch.compile(fn, fullgraph=True)
-        a, b = torch.randn(64, 8), torch.randn(64, 8)
-        torch.testing.assert_close(f(a.foo(), b.foo()).cpu(), fn(a, b))
+        generator = torch.Generator().manual_seed(0)
+        a, b = torch.randn(64, 8, generator=generator), torch.randn(64, 8, generator=generator)
+        # Sums of 64 products, fused in another order than eager's: a sum's rounding, not an exact match.
+        torch.testing.assert_close(f(a.foo(), b.foo()).cpu(), fn(a, b), rtol=1e-4, atol=1e-4)
         print("ok")
     """, {}),
 }

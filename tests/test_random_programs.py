@@ -66,10 +66,6 @@ SYNCHRONIZING = "called a synchronizing foo operation: "
 # Operators whose calls of a signature not seen before (new shapes) still run at the call, to learn their
 # outputs, where CUDA sizes them on the host: foo plans the others from their meta functions. It only shrinks.
 NEW_SIGNATURES_WAIT = {
-    # PyTorch's meta function skips a check of CPU's kernel (the values' shape), which must raise at the call.
-    "aten::_index_put_impl_",
-    # No meta function foo calls yet.
-    "aten::index_fill_", "aten::linspace", "aten::_cummax_helper",
     # Its meta function lays some outputs out otherwise than CPU's kernel (with a 0-dim operand of another dtype).
     "aten::logical_xor",
     # With a 0-dim CPU tensor as the bound, which the meta function refuses beside meta tensors.

@@ -11,8 +11,10 @@
 #include <ATen/ops/empty_like.h>
 
 #include <array>
+#include <limits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -211,7 +213,7 @@ at::Tensor indexSelectMeta(const at::Tensor& self, int64_t dim, const at::Tensor
 }
 
 // Factories whose sizes are their numbers (RangeFactories.cpp, TensorFactories.cpp): the out= operators
-// torch.arange and torch.eye call, with CPU's checks and sizes.
+// torch.arange, torch.eye and torch.linspace call, with CPU's checks and sizes.
 at::Tensor& arangeOutMeta(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   int64_t size = 0;
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_meta",
@@ -228,6 +230,12 @@ at::Tensor& eyeOutMeta(int64_t n, int64_t m, at::Tensor& out) {
 }
 
 at::Tensor& squareEyeOutMeta(int64_t n, at::Tensor& out) { return eyeOutMeta(n, n, out); }
+
+at::Tensor& linspaceOutMeta(const at::Scalar&, const at::Scalar&, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.numel() != steps) out.resize_({steps});
+  return out;
+}
 
 // bernoulli_ with a probability fills its tensor in place: CPU's kernel checks the probability only (where
 // this raises, the call runs and CPU's kernel raises its own error).
@@ -252,6 +260,203 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeLayerNormBackwardMeta(
   const auto like = [](const at::Tensor& t) { return t.defined() ? at::empty_like(t, at::MemoryFormat::Contiguous) : t; };
   return {output_mask[0] ? like(input) : at::Tensor(), output_mask[1] ? like(gamma) : at::Tensor(),
           output_mask[2] ? like(beta) : at::Tensor()};
+}
+
+// The memory format CPU's batch norm kernels lay their output out in (Normalization.cpp): the input's own
+// where it is dense in one (and `dense`: the kernel's other operands are), else the one it suggests.
+bool isDenseInAFormat(const at::Tensor& t) {
+  return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+         t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+}
+
+at::MemoryFormat batchNormFormat(const at::Tensor& input, bool dense = true) {
+  if (!dense || !isDenseInAFormat(input)) return input.suggest_memory_format();
+  if (input.is_contiguous()) return at::MemoryFormat::Contiguous;
+  return input.is_contiguous(at::MemoryFormat::ChannelsLast3d) ? at::MemoryFormat::ChannelsLast3d
+                                                               : at::MemoryFormat::ChannelsLast;
+}
+
+// The dtype of per-channel statistics and parameter gradients: float for a reduced-precision input with float
+// parameters (CPU's one mixed case; other mixes raise in the kernel, at the first call of their dtypes). Every
+// defined parameter must hold one number per channel: CPU's kernels index them by channel unchecked, so a call
+// with others runs (and does what CPU's kernel does).
+c10::ScalarType perChannelDtype(const at::Tensor& input, int64_t channels,
+                                std::initializer_list<const std::optional<at::Tensor>*> parameters) {
+  bool mixed = false;
+  for (const std::optional<at::Tensor>* parameter : parameters) {
+    if (!*parameter || !(*parameter)->defined()) continue;
+    TORCH_CHECK((*parameter)->dim() == 1 && (*parameter)->numel() == channels && (*parameter)->is_contiguous());
+    mixed = mixed || (*parameter)->scalar_type() != input.scalar_type();
+  }
+  return mixed ? c10::kFloat : input.scalar_type();
+}
+
+// batch_norm_cpu: statistics per channel in training, empty otherwise (the running ones are used).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormMeta(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double, double) {
+  TORCH_CHECK(input.dim() >= 2 && (training ? input.numel() != 0 : running_mean && running_var));
+  const c10::ScalarType dtype = perChannelDtype(input, input.size(1), {&weight, &bias, &running_mean, &running_var});
+  const auto stats = [&] { return at::empty({training ? input.size(1) : 0}, input.options().dtype(dtype)); };
+  return {at::empty_like(input, batchNormFormat(input)), stats(), stats()};
+}
+
+// batch_norm_backward_cpu_template.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeBatchNormBackwardMeta(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool training, double,
+    std::array<bool, 3> output_mask) {
+  TORCH_CHECK(input.dim() >= 2 && grad_out.sizes() == input.sizes());
+  TORCH_CHECK(training ? save_mean && save_invstd : running_mean && running_var);
+  const int64_t channels = input.size(1);
+  const c10::ScalarType dtype =
+      perChannelDtype(input, channels, {&weight, &running_mean, &running_var, &save_mean, &save_invstd});
+  const at::MemoryFormat format = batchNormFormat(
+      input, isDenseInAFormat(grad_out) && input.suggest_memory_format() == grad_out.suggest_memory_format());
+  const auto per_channel = [&](bool wanted) {
+    return wanted ? at::empty({channels}, input.options().dtype(dtype)) : at::Tensor();
+  };
+  return {output_mask[0] ? at::empty_like(input, format) : at::Tensor(), per_channel(output_mask[1]),
+          per_channel(output_mask[2])};
+}
+
+// aten/src/ATen/native/group_norm.cpp and the CPU kernel's checks (N, C, HxW and group are the input's).
+void checkGroupNormSizes(const at::Tensor& input, const std::optional<at::Tensor>& weight, int64_t batch,
+                         int64_t channels, int64_t spatial, int64_t groups) {
+  TORCH_CHECK(groups > 0 && channels % groups == 0 && input.dim() >= 2 && input.size(0) == batch &&
+              input.size(1) == channels && input.numel() == batch * channels * spatial);
+  TORCH_CHECK(!weight || !weight->defined() || (weight->dim() == 1 && weight->numel() == channels));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeGroupNormMeta(const at::Tensor& input,
+                                                                   const std::optional<at::Tensor>& weight,
+                                                                   const std::optional<at::Tensor>& bias, int64_t batch,
+                                                                   int64_t channels, int64_t spatial, int64_t groups,
+                                                                   double) {
+  checkGroupNormSizes(input, weight, batch, channels, spatial, groups);
+  checkGroupNormSizes(input, bias, batch, channels, spatial, groups);
+  const at::MemoryFormat format = input.suggest_memory_format();
+  TORCH_CHECK(input.is_contiguous(format));
+  const c10::ScalarType dtype = perChannelDtype(input, channels, {&weight, &bias});
+  const auto stats = [&] { return at::empty({batch, groups}, input.options().dtype(dtype)); };
+  return {at::empty_like(input, format), stats(), stats()};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeGroupNormBackwardMeta(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, int64_t batch, int64_t channels, int64_t spatial, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  checkGroupNormSizes(input, weight, batch, channels, spatial, groups);
+  TORCH_CHECK(grad_out.sizes() == input.sizes() && mean.numel() == batch * groups && rstd.numel() == batch * groups);
+  TORCH_CHECK(!(output_mask[1] || output_mask[2]) || (weight && weight->defined()));
+  const auto like_weight = [&](bool wanted) {
+    return wanted ? at::empty_like(*weight, at::MemoryFormat::Contiguous) : at::Tensor();
+  };
+  return {output_mask[0] ? at::empty_like(input, input.suggest_memory_format()) : at::Tensor(),
+          like_weight(output_mask[1]), like_weight(output_mask[2])};
+}
+
+// EmbeddingBag.cpp, _embedding_bag_cpu_impl (`requires_grad` for _embedding_bag, not for its forward-only
+// variant): one output row per bag; `offset2bag` only where the kernel does not take its fast path for sums;
+// the index outputs in the indices' and offsets' common dtype.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embeddingBagSizes(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, int64_t mode,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset, int64_t padding_idx,
+    bool requires_grad) {
+  enum { kSum, kMean, kMax };
+  TORCH_CHECK(weight.dim() == 2 && indices.dim() == 1 && offsets.dim() == 1 && mode >= kSum && mode <= kMax);
+  const int64_t bags = offsets.size(0) - (include_last_offset ? 1 : 0);
+  TORCH_CHECK(bags >= 0);
+  const bool weighted = per_sample_weights && per_sample_weights->defined();
+  TORCH_CHECK(!weighted || (mode == kSum && per_sample_weights->dim() == 1 &&
+                            per_sample_weights->numel() == indices.numel()));
+  const c10::ScalarType dtype = weight.scalar_type();
+  const bool fast_sum = (dtype == c10::kFloat || dtype == c10::kHalf || dtype == c10::kBFloat16) &&
+                        weight.stride(1) == 1 && padding_idx < 0 && (!weighted || per_sample_weights->stride(0) == 1);
+  const at::TensorOptions index_options =
+      offsets.options().dtype(at::promote_types(indices.scalar_type(), offsets.scalar_type()));
+  const bool per_bag = requires_grad || mode != kSum;
+  at::Tensor bag_size = at::empty({per_bag ? bags : offsets.size(0)}, index_options);
+  return {at::empty({bags, weight.size(1)}, weight.options()),
+          at::empty({mode == kSum && fast_sum ? 0 : indices.size(0)}, index_options), bag_size,
+          at::empty(mode == kMax ? c10::IntArrayRef{bags, weight.size(1)} : bag_size.sizes(), index_options)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embeddingBagMeta(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool, int64_t mode, bool,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+  return embeddingBagSizes(weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx, true);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embeddingBagForwardOnlyMeta(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool, int64_t mode, bool,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+  return embeddingBagSizes(weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx, false);
+}
+
+// _embedding_bag_backward, dense: the weight's gradient (a sparse one is not planned).
+at::Tensor embeddingBagBackwardMeta(const at::Tensor& grad, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                    const at::Tensor&, const at::Tensor&, int64_t num_weights, bool, int64_t,
+                                    bool sparse, const std::optional<at::Tensor>&, int64_t) {
+  TORCH_CHECK(!sparse && grad.dim() == 2 && num_weights >= 0);
+  return at::empty({num_weights, grad.size(1)}, grad.options());
+}
+
+// Dropout.cpp: grad * mask * scale.
+at::Tensor nativeDropoutBackwardMeta(const at::Tensor& grad, const at::Tensor& mask, double) {
+  return at::meta::mul(grad, mask);
+}
+
+// TensorAdvancedIndexing.cpp, _index_put_impl_: with one boolean mask and one value, CPU's kernel fills
+// the masked elements (`x[mask] = 0.0`), the mask of the sizes of the dimensions it indexes; otherwise the
+// values must broadcast to the indexed shape, with integer indices only (a mask's depends on its values).
+at::Tensor& indexPutMeta(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                         const at::Tensor& values, bool accumulate, bool) {
+  int64_t dim = 0;
+  std::optional<at::Tensor> mask;
+  size_t defined = 0;
+  for (const std::optional<at::Tensor> index : indices) {
+    if (!index || !index->defined()) {
+      dim += mask ? 0 : 1;
+      continue;
+    }
+    ++defined;
+    if (index->scalar_type() == c10::kBool || index->scalar_type() == c10::kByte) mask = index;
+  }
+  if (mask && defined == 1 && !accumulate && values.numel() == 1) {
+    TORCH_CHECK(dim + mask->dim() <= self.dim());
+    for (int64_t j = 0; j < mask->dim(); ++j) TORCH_CHECK(mask->size(j) == self.size(dim + j));
+    return self;
+  }
+  TORCH_CHECK(!mask);
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), at::meta::index(self, indices).sizes()));
+  return self;
+}
+
+// index_fill_ with a number: its index is a vector or a scalar, its dimension one of self's (a 0-dim self
+// counts as one).
+at::Tensor& indexFillMeta(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  TORCH_CHECK(index.dim() <= 1 && (self.is_complex() || !value.isComplex()));
+  c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  return self;
+}
+
+// The helpers of cummax/cummin, which their composites call with outputs already of the input's sizes.
+void cumulativeHelperMeta(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  TORCH_CHECK(values.sizes() == self.sizes() && indices.sizes() == self.sizes());
+  c10::maybe_wrap_dim(dim, self.dim());
+}
+
+// uniform_ (DistributionTemplates.h): CPU's kernel checks the range fits the dtype (each bound does where
+// the kernel key's number ranges say so).
+at::Tensor& uniformMeta(at::Tensor& self, double from, double to, std::optional<at::Generator>) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) && from <= to);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "uniform_meta", [&] {
+    TORCH_CHECK(to - from <= static_cast<double>(std::numeric_limits<scalar_t>::max()));
+  });
+  return self;
 }
 
 // A boxed argument as a meta function's parameter of type Param.
@@ -383,7 +588,11 @@ void appendOutputs(const std::tuple<Tensors...>& tuple, std::vector<at::Tensor>&
 template <class Function, class... Params, size_t... I>
 void callWithBoxed(AnyFunction fn, const c10::IValue* args, HostKernelCall& call, std::vector<at::Tensor>& outputs,
                    std::index_sequence<I...>) {
-  appendOutputs(reinterpret_cast<Function>(fn)(FromBoxed<Params>::get(args[I], call)...), outputs);
+  if constexpr (std::is_void_v<std::invoke_result_t<Function, Params...>>) {
+    reinterpret_cast<Function>(fn)(FromBoxed<Params>::get(args[I], call)...);  // it checks its arguments only
+  } else {
+    appendOutputs(reinterpret_cast<Function>(fn)(FromBoxed<Params>::get(args[I], call)...), outputs);
+  }
 }
 
 template <class Function, class... Params>
@@ -395,15 +604,23 @@ struct BoxedMeta {
   void (*caller)(AnyFunction fn, const c10::IValue* args, HostKernelCall& call, std::vector<at::Tensor>& outputs);
   AnyFunction fn;
   size_t arguments;  // the meta function's: a schema with another count plans nothing
+  // The positions of the integer arguments that are sizes (native_group_norm's N, C, HxW): as a tensor's
+  // sizes, they select no kernel, so they stay out of the kernel key (a new batch size is planned).
+  uint64_t size_arguments = 0;
 };
+
+BoxedMeta sizedBy(BoxedMeta meta, std::initializer_list<int> positions) {
+  for (int position : positions) meta.size_arguments |= uint64_t{1} << position;
+  return meta;
+}
 
 template <class Result, class... Params>
 BoxedMeta boxedMetaOf(Result (*fn)(Params...)) {
   return {&callWithBoxed<Result (*)(Params...), Params...>, reinterpret_cast<AnyFunction>(fn), sizeof...(Params)};
 }
 
-// The table's entry for a meta function, by what it returns: one tensor, the argument it writes, or two or three
-// tensors. Its parameter types are given where its name is overloaded.
+// The table's entry for a meta function, by what it returns: one tensor, the argument it writes, nothing (it
+// checks the arguments it writes), or two to four tensors. Its parameter types are given where its name is overloaded.
 template <class... Params>
 BoxedMeta boxedMeta(MetaFunction<Params...> fn) {
   return boxedMetaOf(fn);
@@ -413,11 +630,19 @@ BoxedMeta boxedMeta(InPlaceMetaFunction<Params...> fn) {
   return boxedMetaOf(fn);
 }
 template <class... Params>
+BoxedMeta boxedMeta(void (*fn)(Params...)) {
+  return boxedMetaOf(fn);
+}
+template <class... Params>
 BoxedMeta boxedMeta(std::tuple<at::Tensor, at::Tensor> (*fn)(Params...)) {
   return boxedMetaOf(fn);
 }
 template <class... Params>
 BoxedMeta boxedMeta(std::tuple<at::Tensor, at::Tensor, at::Tensor> (*fn)(Params...)) {
+  return boxedMetaOf(fn);
+}
+template <class... Params>
+BoxedMeta boxedMeta(std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> (*fn)(Params...)) {
   return boxedMetaOf(fn);
 }
 
@@ -532,8 +757,9 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
     add("index_select", boxedMeta(indexSelectMeta));
     add("index_select.out", boxedMeta(indexSelectOutMeta));
     add("arange.start_out", boxedMeta(arangeOutMeta));
-    add("eye.out", boxedMeta(squareEyeOutMeta));
-    add("eye.m_out", boxedMeta(eyeOutMeta));
+    add("eye.out", sizedBy(boxedMeta(squareEyeOutMeta), {0}));
+    add("eye.m_out", sizedBy(boxedMeta(eyeOutMeta), {0, 1}));
+    add("linspace.out", sizedBy(boxedMeta(linspaceOutMeta), {2}));
     add("all", boxedMeta<T>(at::meta::all));
     add("any", boxedMeta<T>(at::meta::any));
     add("all.dims", boxedMeta<T, at::OptionalIntArrayRef, bool>(at::meta::all));
@@ -542,6 +768,14 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
     add("clamp.Tensor", boxedMeta<T, OptionalT, OptionalT>(at::meta::clamp));
     add("clamp.Tensor_out", boxedMeta<T, OptionalT, OptionalT, at::Tensor&>(at::meta::clamp_outf));
     add("native_layer_norm_backward", boxedMeta(nativeLayerNormBackwardMeta));
+    add("native_batch_norm", boxedMeta(nativeBatchNormMeta));
+    add("native_batch_norm_backward", boxedMeta(nativeBatchNormBackwardMeta));
+    add("native_group_norm", sizedBy(boxedMeta(nativeGroupNormMeta), {3, 4, 5}));
+    add("native_group_norm_backward", sizedBy(boxedMeta(nativeGroupNormBackwardMeta), {5, 6, 7}));
+    add("native_dropout_backward", boxedMeta(nativeDropoutBackwardMeta));
+    add("_embedding_bag", boxedMeta(embeddingBagMeta));
+    add("_embedding_bag_forward_only", boxedMeta(embeddingBagForwardOnlyMeta));
+    add("_embedding_bag_backward", boxedMeta(embeddingBagBackwardMeta));
     // In place: the meta function checks the arguments against the tensor it writes, which the call returns.
     using W = at::Tensor&;
     for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<W>>>{
@@ -562,6 +796,10 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
     add("scatter_.src", boxedMeta<W, int64_t, T, T>(at::meta::scatter_));
     add("scatter_.value", boxedMeta<W, int64_t, T, S>(at::meta::scatter_));
     add("index_add_", boxedMeta<W, int64_t, T, T, S>(at::meta::index_add_));
+    add("_index_put_impl_", boxedMeta(indexPutMeta));
+    add("index_fill_.int_Scalar", boxedMeta(indexFillMeta));
+    add("_cummax_helper", boxedMeta(cumulativeHelperMeta));
+    add("_cummin_helper", boxedMeta(cumulativeHelperMeta));
     add("sub_.Tensor", boxedMeta<W, T, S>(at::meta::sub_));
     add("div_.Tensor", boxedMeta<W, T>(at::meta::div_));
     add("div_.Tensor_mode", boxedMeta<W, T, std::optional<c10::string_view>>(at::meta::div_));
@@ -571,14 +809,14 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
     add("addcmul_", boxedMeta<W, T, T, S>(at::meta::addcmul_));
     add("clamp_", boxedMeta<W, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>(at::meta::clamp_));
     add("clamp_.Tensor", boxedMeta<W, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&>(at::meta::clamp_));
-    // Random, in place: those whose meta functions check their numbers as CPU's kernels do, and bernoulli_
-    // (uniform_'s does not check its range: its new shapes run at the call). The numbers are drawn when the
-    // launch runs.
+    // Random, in place: those whose meta functions check their numbers as CPU's kernels do, bernoulli_ and
+    // uniform_. The numbers are drawn when the launch runs.
     add("normal_", boxedMeta<W, double, double, std::optional<at::Generator>>(at::meta::normal_));
     add("random_.from", boxedMeta<W, int64_t, std::optional<int64_t>, std::optional<at::Generator>>(at::meta::random_));
     add("random_.to", boxedMeta<W, int64_t, std::optional<at::Generator>>(at::meta::random_));
     add("random_", boxedMeta<W, std::optional<at::Generator>>(at::meta::random_));
     add("bernoulli_.float", boxedMeta(bernoulliMeta));
+    add("uniform_", boxedMeta(uniformMeta));
     // The out= variants of the functional operators above: the meta function resizes an empty out= argument, which the plan then sizes.
     for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<T, W>>>{
              {"isneginf.out", at::meta::isneginf_outf}, {"isposinf.out", at::meta::isposinf_outf},
@@ -759,7 +997,8 @@ std::shared_ptr<LaunchPlan> planFromMeta(const c10::OperatorHandle& op, HostKern
   if ((meta == nullptr && !hasDispatcherMeta(op, name, args)) || !call.mayPlanFromMeta()) return nullptr;
   KernelKey key(&schema);
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    // A Scalar's kind, not its value (arange's end); an int's value (a dimension).
+    // A Scalar's kind, not its value (arange's end); an int's value (a dimension), unless it is a size.
+    if (meta != nullptr && (meta->size_arguments >> i & 1) != 0) continue;
     if (schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType) {
       key.add(args[i].toScalar());
     } else {

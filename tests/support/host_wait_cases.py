@@ -218,6 +218,29 @@ def _transformer_layer_growing_sequence(device):
     return lambda: layer(x[:, : next(lengths)])
 
 
+def _normalized_conv_growing_batch(device):
+    """A convolution, batch norm and group norm, training, forward and backward, over a batch one sample
+    larger at every call."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.GroupNorm(2, 8)).to(device)
+    x, lengths = _randn(device, 4 * N, 3, 6, 6), iter(range(2, 4 * N))
+    return lambda: _backward_anew(net, net(x[: next(lengths)]))
+
+
+def _backward_anew(module, output):
+    """``output``'s backward into gradients made anew (not added to those of an earlier call)."""
+    module.zero_grad(set_to_none=True)
+    output.sum().backward()
+
+
+def _embedding_bag_growing_batch(device):
+    """An embedding bag's mean, forward and backward, over a batch one bag larger at every call."""
+    torch.manual_seed(0)
+    bags = torch.nn.EmbeddingBag(N, 8, mode="mean").to(device)
+    indices, lengths = _indices(device, 4 * N * 3).view(-1, 3), iter(range(2, 4 * N))
+    return lambda: _backward_anew(bags, bags(indices[: next(lengths)]))
+
+
 def _fork_rng(device):
     device_type = torch.device(device).type
 
@@ -451,4 +474,6 @@ UNMEASURED_CASES = {
     "dropout_new_shape_every_call": lambda d: _new_shape_of(d, lambda x: F.dropout(x, 0.1, training=True), 8),
     "transformer_layer_growing_sequence": _transformer_layer_growing_sequence,
     "sgd_lr_schedule_step": _sgd_with_schedule,
+    "normalized_conv_growing_batch": _normalized_conv_growing_batch,
+    "embedding_bag_growing_batch": _embedding_bag_growing_batch,
 }
