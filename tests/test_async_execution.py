@@ -497,6 +497,17 @@ def test_an_empty_view_of_memory_is_resized_in_that_memory_as_on_cpu():
         _warm(lambda: torch.add(x.to("foo"), 1, out=torch.empty(0, device="foo")))
 
 
+def test_a_resize_that_grows_the_storage_is_queued_after_earlier_work():
+    # As CUDA's resize_, which copies the old bytes to the new memory with cudaMemcpyAsync on the current stream.
+    x = torch.arange(6.0, device="foo")
+    _warm(lambda: x.mul_(1))
+    with torch.foo._hold_stream(), sync_debug_mode("foo", "error"):  # a host wait would raise
+        x.mul_(2)
+        x.resize_(4, 3)
+        assert x.untyped_storage().nbytes() == 12 * 4
+    assert torch.equal(x.cpu().flatten()[:6], torch.arange(6.0) * 2)
+
+
 def test_a_changing_learning_rate_is_one_signature():
     # SGD with a schedule, Adam's bias correction: numbers that only scale values are signed by the dtypes
     # they convert to, not their values, so a new learning rate at every step does not make the host wait.

@@ -19,7 +19,8 @@ Checks (one parametrized test each, parametrized over op names, so a failure nam
 * ``test_error_inputs``         OpInfo's error inputs: where CPU raises the documented error, foo raises too.
 
 Only the first ``N_SAMPLES`` (env ``FOO_OPINFO_SAMPLES``, default 10) sample inputs of each op are used, for
-the time budget. Every sample is generated once on CPU with a fixed seed; each run (CPU and foo) gets its own
+the time budget, and the first ``DTYPE_SAMPLES`` (env ``FOO_OPINFO_DTYPE_SAMPLES``, default 4, at most
+``N_SAMPLES``) in the other dtypes, where the samples' shapes and arguments were compared in float32 already. Every sample is generated once on CPU with a fixed seed; each run (CPU and foo) gets its own
 replica with identical sizes, strides and storage offsets. Which leaves of a sample belong on the device is
 learned by generating the same samples for the meta device: a tensor the sample function makes on CPU
 whatever the device (tensor_split's index tensor) stays on CPU on foo, as on CUDA.
@@ -58,6 +59,8 @@ FOO = "foo"
 SEED = 1234
 DEFAULT_SAMPLES = 10
 N_SAMPLES = int(os.environ.get("FOO_OPINFO_SAMPLES", str(DEFAULT_SAMPLES)))
+DEFAULT_DTYPE_SAMPLES = 4
+DTYPE_SAMPLES = int(os.environ.get("FOO_OPINFO_DTYPE_SAMPLES", str(min(N_SAMPLES, DEFAULT_DTYPE_SAMPLES))))
 OTHER_DTYPES = (torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.bool, torch.complex64)
 
 # Ops whose results are not a function of their inputs (uninitialised memory or random numbers) even when the
@@ -646,8 +649,8 @@ def _param(check, key, dtype=None):
         return pytest.param(key, dtype, id=pid)
     if reason.startswith("crashes"):
         return pytest.param(key, dtype, id=pid)  # the test body skips it (and counts it as not matching)
-    # Listed for the default sample count: with fewer samples the failing one may not be drawn.
-    strict = N_SAMPLES >= DEFAULT_SAMPLES
+    # Listed for the default sample counts: with fewer samples the failing one may not be drawn.
+    strict = N_SAMPLES >= DEFAULT_SAMPLES and (check != "forward_dtype" or DTYPE_SAMPLES >= DEFAULT_DTYPE_SAMPLES)
     return pytest.param(key, dtype, id=pid, marks=pytest.mark.xfail(strict=strict, reason=reason, raises=Mismatch))
 
 
@@ -694,7 +697,7 @@ def test_grad_float32(key, dtype):
 
 @pytest.mark.parametrize("key, dtype", DTYPE_PARAMS)
 def test_forward_other_dtype(key, dtype):
-    _record("forward_dtype", key, dtype, lambda: check_forward(key, dtype))
+    _record("forward_dtype", key, dtype, lambda: check_forward(key, dtype, n=DTYPE_SAMPLES))
 
 
 @pytest.mark.parametrize("key, dtype", OUT_PARAMS)

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -626,11 +627,16 @@ CachingAllocator& cachingAllocator() {
 void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
   const c10::DeviceIndex device = storage->device().index();
-  c10::DataPtr fresh = cachingAllocator().allocateOn(device, nbytes);
   const size_t keep = std::min(nbytes, storage->nbytes());
-  if (keep > 0) cachingAllocator().copy_data(fresh.get(), storage->data_ptr().get(), keep);
-  storage->set_data_ptr_noswap(std::move(fresh));
+  auto old = std::make_shared<c10::DataPtr>(storage->set_data_ptr(cachingAllocator().allocateOn(device, nbytes)));
   storage->set_nbytes(nbytes);
+  if (keep == 0) return;
+  // Queued on the current stream, as CUDA's resize copies with cudaMemcpyAsync; the copy holds the old
+  // block until it ran.
+  void* to = fooKernelAddress(storage->data_ptr().get());
+  const void* from = fooKernelAddress(old->get());
+  enqueueOnStream(device, "Memcpy DtoD (Device -> Device)", [to, from, keep, old] { std::memcpy(to, from, keep); },
+                  fooActivityKindMemcpy);
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &cachingAllocator());

@@ -2,8 +2,11 @@
 // between host and device or between devices, storage resizing and re-pointing, and the core views
 // (which only rewrite metadata and never touch memory).
 #include <ATen/EmptyTensor.h>
+#include <ATen/Context.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy_native.h>
@@ -38,6 +41,13 @@ void checkStridedDense(std::optional<c10::Layout> layout, std::optional<bool> pi
 
 constexpr c10::DispatchKeySet kFooKeys{c10::DispatchKey::PrivateUse1};
 
+// torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory: memory a
+// tensor gets without values is filled (NaN, an integer dtype's largest value), by a queued fill as on CUDA.
+bool fillsUninitializedMemory() {
+  const at::Context& context = at::globalContext();
+  return context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory();
+}
+
 at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                  std::optional<c10::Device> device, std::optional<bool> pin_memory,
                  std::optional<c10::MemoryFormat> memory_format) {
@@ -55,6 +65,7 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, st
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
     t.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
   }
+  if (C10_UNLIKELY(fillsUninitializedMemory())) at::native::fill_empty_deterministic_(t);
   return t;
 }
 
@@ -63,7 +74,10 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                          std::optional<bool> pin_memory) {
   checkStridedDense(layout, pin_memory);
   const c10::DeviceGuard guard(fooDevice(resolveDevice(device)));
-  return at::detail::empty_strided_generic(size, stride, &cachingAllocator(), kFooKeys, c10::dtype_or_default(dtype));
+  at::Tensor t =
+      at::detail::empty_strided_generic(size, stride, &cachingAllocator(), kFooKeys, c10::dtype_or_default(dtype));
+  if (C10_UNLIKELY(fillsUninitializedMemory())) at::native::fill_empty_deterministic_(t);
+  return t;
 }
 
 // A copy's name in a profile, as CUDA's copies are named.
@@ -143,7 +157,9 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::op
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
     impl->empty_tensor_restride(*memory_format);
   }
+  const size_t old_nbytes = impl->storage().nbytes();
   ensureStorageBytes(impl);
+  if (C10_UNLIKELY(fillsUninitializedMemory())) at::native::fill_resize_deterministic_(self, old_nbytes);
   return self;
 }
 
