@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from . import _multiprocessing, _patches, amp, compiler, lightning, memory, ops
+from . import _multiprocessing, _patches, amp, compiler, faults, lightning, memory, ops
 from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init, is_initialized
 from .random import (
     default_generators,

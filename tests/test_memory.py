@@ -833,3 +833,48 @@ def test_deterministic_mode_fills_uninitialized_memory_as_cuda():
     finally:
         torch.use_deterministic_algorithms(False)
         torch.utils.deterministic.fill_uninitialized_memory = True  # PyTorch's default
+
+
+def test_an_injected_out_of_memory_error_is_the_allocators_own():
+    kept = torch.ones(4, device="foo")
+    ooms = torch.foo.memory_stats()["num_ooms"]
+    torch.foo.faults.fail_allocation(after=2)
+    first, second = torch.empty(8, device="foo"), torch.empty(8, device="foo")
+    with pytest.raises(torch.OutOfMemoryError, match=r"foo out of memory\..*injected by torch\.foo\.faults"):
+        torch.empty(8, device="foo")
+    assert torch.foo.memory_stats()["num_ooms"] == ooms + 1
+    # Once: the allocator goes on, and what it held is intact.
+    assert torch.equal((kept + torch.ones(4, device="foo")).cpu(), torch.full((4,), 2.0))
+    torch.foo.faults.fail_allocation()
+    torch.foo.faults.fail_allocation(None)  # disarmed
+    torch.empty(8, device="foo")
+    del first, second
+
+
+def test_an_injected_failure_is_of_one_device():
+    torch.foo.faults.fail_allocation(device=1)
+    assert torch.equal((torch.ones(3, device="foo:0") * 2).cpu(), torch.full((3,), 2.0))
+    with pytest.raises(torch.OutOfMemoryError, match="foo:1"):
+        torch.ones(3, device="foo:1")
+    assert torch.equal(torch.ones(3, device="foo:1").cpu(), torch.ones(3))
+    with pytest.raises(ValueError, match="non-negative"):
+        torch.foo.faults.fail_allocation(after=-1)
+
+
+def test_recovery_code_finds_a_batch_size_that_fits():
+    # accelerate's find_executable_batch_size makes the batch smaller after an out-of-memory error; the first
+    # two tries fail here as they would on a GPU too small for them.
+    accelerate_utils = pytest.importorskip("accelerate.utils")
+    tried = []
+
+    @accelerate_utils.find_executable_batch_size(starting_batch_size=64)
+    def train(batch_size):
+        tried.append(batch_size)
+        if len(tried) <= 2:
+            torch.foo.faults.fail_allocation()
+        x = torch.randn(batch_size, 8, device="foo")
+        return (x @ torch.ones(8, 2, device="foo")).shape
+
+    shape = train()
+    assert len(tried) == 3 and tried[0] == 64 and tried[0] > tried[1] > tried[2]
+    assert shape == (tried[2], 2)

@@ -12,7 +12,8 @@ def _public_callables():
     """Every public function and class of torch.foo and its torch.cuda-like modules, with their public methods."""
     import inspect
 
-    modules = (torch.foo, torch.foo.memory, torch.foo.random, torch.foo.streams, torch.foo.graphs, torch.foo.amp)
+    modules = (torch.foo, torch.foo.memory, torch.foo.random, torch.foo.streams, torch.foo.graphs, torch.foo.amp,
+               torch.foo.faults)
     seen = set()
     for module in modules:
         for name in module.__all__:

@@ -191,6 +191,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_memory_fraction", [](double fraction, int device) {
     cachingAllocator().setMemoryFraction(fraction, checkedIndex(device));
   });
+  m.def("_fail_allocation", [](int64_t allocations, int device) {
+    cachingAllocator().failAllocation(checkedIndex(device), allocations);
+  });
   m.def("_empty_cache", [] { cachingAllocator().emptyCache(); });
   m.def("_record_memory_history", &recordMemoryHistory);
   m.def("_register_graph_impl", &registerGraphImpl);

@@ -104,6 +104,10 @@ Block* DeviceCache::malloc(size_t requested, fooStream_t stream) {
   }
   const Context context = gatherContext(RecordContext::STATE);
   std::unique_lock<std::mutex> lock(mutex_);
+  // The host's allocations count, not a kernel's temporaries on a stream's worker.
+  if (C10_UNLIKELY(allocations_before_failure_ >= 0) && !onStreamWorker() && allocations_before_failure_-- == 0) {
+    raiseOutOfMemory(requested, stream, "torch.foo.faults.fail_allocation");
+  }
   processEvents();
   const Request request = roundAndPickPool(requested, stream);
   Block* block = takeCachedOrNewSegment(request, context);
@@ -144,7 +148,7 @@ Block* DeviceCache::releaseCacheAndRetry(const Request& request, const Context& 
   return takeCachedOrNewSegment(request, context);
 }
 
-[[noreturn]] void DeviceCache::raiseOutOfMemory(size_t requested, fooStream_t stream) {
+[[noreturn]] void DeviceCache::raiseOutOfMemory(size_t requested, fooStream_t stream, const char* cause) {
   stats_.num_ooms += 1;
   size_t free_bytes = 0;
   size_t total_bytes = 0;
@@ -153,6 +157,7 @@ Block* DeviceCache::releaseCacheAndRetry(const Request& request, const Context& 
   const size_t allocated = static_cast<size_t>(stats_.allocated_bytes[0].current);
   std::string limit_note;
   if (limit_ < total_bytes) limit_note = " The process is limited to " + mib(limit_) + " by set_per_process_memory_fraction.";
+  if (cause != nullptr) limit_note += std::string(" This failure was injected by ") + cause + ".";
   c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(requested), allocated, reserved(), fooDevice(device_));
   TORCH_CHECK_WITH(
       OutOfMemoryError, false, "foo out of memory. Tried to allocate ", mib(requested), ". foo:", static_cast<int>(device_),
@@ -458,6 +463,11 @@ void DeviceCache::setLimit(size_t limit) {
   limit_ = limit;
 }
 
+void DeviceCache::failAllocation(int64_t allocations) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocations_before_failure_ = allocations;
+}
+
 // What torch.profiler(profile_memory=True) records of each allocation and free, as CUDA's allocator reports.
 void DeviceCache::reportToProfiler(void* ptr, int64_t delta) const {
   c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(stats_.allocated_bytes[0].current), reserved(),
@@ -596,6 +606,11 @@ std::pair<size_t, size_t> CachingAllocator::getMemoryInfo(c10::DeviceIndex devic
 void CachingAllocator::emptyCache(c10::MempoolId_t) {
   if (!initialized()) return;
   for (int d = 0; d < deviceCount(); ++d) deviceCache(static_cast<c10::DeviceIndex>(d)).emptyCache();
+}
+
+void CachingAllocator::failAllocation(c10::DeviceIndex device, int64_t allocations) {
+  checkDeviceIndex(device);
+  deviceCache(device).failAllocation(allocations);
 }
 
 void CachingAllocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {

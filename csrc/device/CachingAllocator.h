@@ -40,6 +40,9 @@ class CachingAllocator final : public c10::DeviceAllocator {
   void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
   // torch.foo.set_per_process_memory_fraction: at most `fraction` of the device's memory is reserved.
   void setMemoryFraction(double fraction, c10::DeviceIndex device);
+  // torch.foo.faults.fail_allocation: after `allocations` more on `device`, the next one raises
+  // torch.OutOfMemoryError (once); negative: disarmed.
+  void failAllocation(c10::DeviceIndex device, int64_t allocations);
 
   // ---- Graph memory pools (CUDA's private pools)
   // From beginAllocateToPool to endAllocateToPool, allocations on the streams recording into capture

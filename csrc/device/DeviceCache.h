@@ -79,6 +79,9 @@ class DeviceCache {
   void resetAccumulated();
   void resetPeak();
   void setLimit(size_t limit);
+  // Fault injection (torch.foo.faults.fail_allocation): after `allocations` more, the next allocation raises
+  // torch.OutOfMemoryError, once; a negative count disarms it.
+  void failAllocation(int64_t allocations);
 
   // ---- Graph memory pools (CachingAllocator.cpp)
   void beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id);
@@ -109,7 +112,7 @@ class DeviceCache {
   Request roundAndPickPool(size_t requested, fooStream_t stream);
   Block* takeCachedOrNewSegment(const Request& request, const Context& context);
   Block* releaseCacheAndRetry(const Request& request, const Context& context, std::unique_lock<std::mutex>& lock);
-  [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream);
+  [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream, const char* cause = nullptr);
   void splitIfWorthIt(Block* block, const Request& request);
   void recordAllocation(Block* block, const Request& request, const Context& context);
 
@@ -146,6 +149,7 @@ class DeviceCache {
   std::deque<std::pair<fooEvent_t, Block*>> pending_;  // freed blocks still used by other streams
   c10::CachingDeviceAllocator::DeviceStats stats_;
   size_t limit_ = std::numeric_limits<size_t>::max();
+  int64_t allocations_before_failure_ = -1;  // failAllocation's countdown; disarmed while negative
   TraceRing trace_;  // this device's recent actions, when the history keeps them
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
   std::vector<std::pair<unsigned long long, PrivatePool*>> captures_;  // graphs being captured, by capture id
