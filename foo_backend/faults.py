@@ -1,14 +1,14 @@
 """Failures injected on purpose, to test the code that recovers from them (``torch.foo.faults``).
 
-A GPU runs out of memory when a test cannot choose; foo fails where the test says, so that recovery code
-(a smaller batch after an out-of-memory error, as accelerate's ``find_executable_batch_size`` tries) runs
-in CI without huge memory.
+A GPU runs out of memory, or a kernel trips a device-side assert, when a test cannot choose; foo fails where
+the test says, so that recovery code (a smaller batch after an out-of-memory error, as accelerate's
+``find_executable_batch_size`` tries; a retry after a failed step) runs in CI without huge memory.
 """
 from typing import Any, Optional
 
 from ._utils import _C, _get_device_index, _lazy_init
 
-__all__ = ["fail_allocation"]
+__all__ = ["fail_allocation", "fail_launch"]
 
 
 def fail_allocation(after: Optional[int] = 0, device: Any = None) -> None:
@@ -29,3 +29,19 @@ def fail_allocation(after: Optional[int] = 0, device: Any = None) -> None:
         raise ValueError(f"fail_allocation: after must be a non-negative int or None, got {after!r}")
     _lazy_init()
     _C._fail_allocation(-1 if after is None else after, _get_device_index(device, optional=True))
+
+
+def fail_launch(op: str, device: Any = None) -> None:
+    """Make the next call of an operator on a foo device fail as a device-side assert does: the call returns,
+    and the next synchronizing call (``torch.foo.synchronize()``, ``.cpu()``, ``item()``...) raises
+    ``RuntimeError: ... device-side assert triggered in <op>``, once. The stream and the device go on.
+
+    Args:
+        op (str): the operator's name, without its overload (``"aten::mul"``, ``"aten::addmm"``).
+        device (torch.device, str or int, optional): the device. It uses the current device, given by
+            :func:`~torch.foo.current_device`, if :attr:`device` is ``None`` (default).
+    """
+    if not isinstance(op, str) or "::" not in op:
+        raise ValueError(f"fail_launch: op must be an operator's name such as 'aten::mul', got {op!r}")
+    _lazy_init()
+    _C._fail_launch(op, _get_device_index(device, optional=True))

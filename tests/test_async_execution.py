@@ -791,3 +791,34 @@ def test_the_default_dtype_setters_are_the_ones_foo_wraps():
     assert torch._C._set_default_tensor_type.__wrapped__ is set_default_tensor_type
     source = open(torch.__file__).read()
     assert "_C._set_default_dtype(d)" in source and "_C._set_default_tensor_type(t)" in source
+
+
+def test_an_injected_launch_failure_is_raised_at_the_next_synchronization():
+    # As a device-side assert: the call returns, the next synchronizing call raises, once; the device goes on.
+    x = torch.ones(4, device="foo")
+    _warm(lambda: (x * 2, x + 1, x.exp()))
+    torch.foo.faults.fail_launch("aten::mul")
+    torch.foo.faults.fail_launch("aten::exp", device=1)  # another device's: never taken here
+    x + 1  # another operator
+    with torch.foo._hold_stream():
+        y = x * 2
+    with pytest.raises(RuntimeError, match=r"foo:0 failed: device-side assert triggered in aten::mul \(injected"):
+        torch.foo.synchronize()
+    assert torch.equal((x * 2).cpu(), torch.full((4,), 2.0))
+    assert torch.equal(x.exp().cpu(), torch.full((4,), 1.0).exp())
+    with pytest.raises(RuntimeError, match="aten::exp"):
+        torch.ones(2, device="foo:1").exp().cpu()
+    torch.foo.synchronize(1)
+    del y
+
+
+def test_an_injected_launch_failure_of_a_call_that_raises_is_not_reported():
+    x = torch.ones(4, device="foo")
+    torch.foo.faults.fail_launch("aten::mul")
+    with pytest.raises(RuntimeError, match="must match"):
+        x * torch.ones(3, device="foo")  # raised at the call: nothing was launched
+    x * 2  # the failure is still armed: this call takes it
+    with pytest.raises(RuntimeError, match="device-side assert triggered in aten::mul"):
+        torch.foo.synchronize()
+    with pytest.raises(ValueError, match="an operator's name"):
+        torch.foo.faults.fail_launch("mul")

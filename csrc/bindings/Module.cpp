@@ -194,6 +194,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fail_allocation", [](int64_t allocations, int device) {
     cachingAllocator().failAllocation(checkedIndex(device), allocations);
   });
+  m.def("_fail_launch", [](std::string op, int device) { armLaunchFailure(checkedIndex(device), std::move(op)); });
   m.def("_empty_cache", [] { cachingAllocator().emptyCache(); });
   m.def("_record_memory_history", &recordMemoryHistory);
   m.def("_register_graph_impl", &registerGraphImpl);

@@ -7,11 +7,14 @@
 #include <xmmintrin.h>
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/thread_cache.h"
 
@@ -80,6 +83,35 @@ void synchronizeDevice(c10::DeviceIndex device) {
 }
 
 bool onStreamWorker() { return t_on_stream_worker; }
+
+namespace detail {
+std::atomic<bool> g_launch_failure_armed{false};
+}  // namespace detail
+
+namespace {
+std::mutex g_launch_failures_mutex;
+std::vector<std::pair<c10::DeviceIndex, std::string>> g_launch_failures;  // armed, not yet taken
+}  // namespace
+
+void armLaunchFailure(c10::DeviceIndex device, std::string op) {
+  std::lock_guard<std::mutex> lock(g_launch_failures_mutex);
+  g_launch_failures.emplace_back(device, std::move(op));
+  detail::g_launch_failure_armed = true;
+}
+
+void failInjectedLaunch(c10::DeviceIndex device, const char* op) {
+  {
+    std::lock_guard<std::mutex> lock(g_launch_failures_mutex);
+    const auto armed = std::find_if(g_launch_failures.begin(), g_launch_failures.end(),
+                                    [&](const auto& failure) { return failure.first == device && failure.second == op; });
+    if (armed == g_launch_failures.end()) return;
+    g_launch_failures.erase(armed);
+    detail::g_launch_failure_armed = !g_launch_failures.empty();
+  }
+  enqueueOnStream(device, "injected failure", [name = std::string(op)] {
+    TORCH_CHECK(false, "device-side assert triggered in ", name, " (injected by torch.foo.faults.fail_launch)");
+  });
+}
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include "device/Common.h"
@@ -30,6 +31,16 @@ SyncDebugMode syncDebugMode();
 // operation: <what>") as the mode says, and counts the wait (tests ask whether an operation waited).
 void beforeHostWait(const char* what);
 uint64_t hostWaitCount();
+
+// Fault injection (torch.foo.faults.fail_launch): the next call of operator `op` ("aten::mul") on `device`
+// fails as a device-side assert does: it is launched, then an error queued behind it on the stream is
+// raised by the next synchronizing call. failInjectedLaunch() queues that error where `op` is armed.
+void armLaunchFailure(c10::DeviceIndex device, std::string op);
+void failInjectedLaunch(c10::DeviceIndex device, const char* op);
+namespace detail {
+extern std::atomic<bool> g_launch_failure_armed;
+}  // namespace detail
+inline bool launchFailureArmed() { return detail::g_launch_failure_armed.load(std::memory_order_relaxed); }
 
 namespace detail {
 void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "device/CachingAllocator.h"
 #include "execution/KernelViews.h"
@@ -17,6 +18,10 @@
 namespace foo {
 
 HostKernelCall::~HostKernelCall() {
+  // A call that raised at the call was not launched: no device-side failure follows it.
+  if (C10_UNLIKELY(launchFailureArmed()) && std::uncaught_exceptions() == 0) {
+    failInjectedLaunch(device_ >= 0 ? device_ : currentDevice(), op_name_);
+  }
   sparse_aliases_.clear();  // they hold their components' views, which could not be recycled
   for (Alias& a : aliases_)
     if (a.view.defined() && !a.view.requires_grad()) recycleKernelView(std::move(a.view));  // see markViewsRequiringGrad
