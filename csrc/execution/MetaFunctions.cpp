@@ -646,6 +646,10 @@ BoxedMeta boxedMeta(std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> (
   return boxedMetaOf(fn);
 }
 
+// Meta functions of one type, by operator name.
+template <class Function>
+using Entries = std::initializer_list<std::pair<const char*, Function>>;
+
 // A meta function's tensor and scalar parameter types, named short: the table spells many signatures.
 using T = const at::Tensor&;
 using S = const at::Scalar&;
@@ -654,52 +658,47 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
   static const auto* const table = [] {
     auto* t = new std::unordered_map<std::string, BoxedMeta>;
     const auto add = [t](const char* name, BoxedMeta meta) { t->emplace(std::string("aten::") + name, meta); };
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T>>>{
-             {"exp", at::meta::exp}, {"log", at::meta::log}, {"sin", at::meta::sin}, {"cos", at::meta::cos},
-             {"isneginf", at::meta::isneginf}, {"isposinf", at::meta::isposinf},
-             {"tan", at::meta::tan}, {"sqrt", at::meta::sqrt}, {"rsqrt", at::meta::rsqrt}, {"neg", at::meta::neg},
-             {"reciprocal", at::meta::reciprocal}, {"erf", at::meta::erf}, {"erfc", at::meta::erfc},
-             {"erfinv", at::meta::erfinv}, {"exp2", at::meta::exp2}, {"expm1", at::meta::expm1},
-             {"log1p", at::meta::log1p}, {"log2", at::meta::log2}, {"log10", at::meta::log10},
-             {"floor", at::meta::floor}, {"ceil", at::meta::ceil}, {"trunc", at::meta::trunc},
-             {"frac", at::meta::frac}, {"sign", at::meta::sign}, {"sgn", at::meta::sgn}, {"asin", at::meta::asin},
-             {"acos", at::meta::acos}, {"atan", at::meta::atan}, {"sinh", at::meta::sinh}, {"cosh", at::meta::cosh},
-             {"asinh", at::meta::asinh}, {"acosh", at::meta::acosh}, {"atanh", at::meta::atanh},
-             {"silu", at::meta::silu}, {"mish", at::meta::mish}, {"hardsigmoid", at::meta::hardsigmoid},
-             {"digamma", at::meta::digamma}, {"lgamma", at::meta::lgamma}, {"signbit", at::meta::signbit},
-             {"bitwise_not", at::meta::bitwise_not}, {"round", at::meta::round}, {"sigmoid", at::meta::sigmoid},
-             {"tanh", at::meta::tanh}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T>>>{
-             {"mul.Tensor", at::meta::mul}, {"div.Tensor", at::meta::div}, {"maximum", at::meta::maximum},
-             {"minimum", at::meta::minimum}, {"fmax", at::meta::fmax}, {"fmin", at::meta::fmin},
-             {"atan2", at::meta::atan2}, {"pow.Tensor_Tensor", at::meta::pow}, {"eq.Tensor", at::meta::eq},
-             {"ne.Tensor", at::meta::ne}, {"lt.Tensor", at::meta::lt}, {"le.Tensor", at::meta::le},
-             {"gt.Tensor", at::meta::gt}, {"ge.Tensor", at::meta::ge}, {"bitwise_and.Tensor", at::meta::bitwise_and},
-             {"bitwise_or.Tensor", at::meta::bitwise_or}, {"bitwise_xor.Tensor", at::meta::bitwise_xor},
-             {"remainder.Tensor", at::meta::remainder}, {"fmod.Tensor", at::meta::fmod},
-             {"hypot", at::meta::hypot}, {"copysign.Tensor", at::meta::copysign},
-             {"logaddexp", at::meta::logaddexp}, {"xlogy.Tensor", at::meta::xlogy}, {"mm", at::meta::mm},
-             {"bmm", at::meta::bmm}, {"sigmoid_backward", at::meta::sigmoid_backward},
-             {"tanh_backward", at::meta::tanh_backward}, {"silu_backward", at::meta::silu_backward},
-             {"hardsigmoid_backward", at::meta::hardsigmoid_backward}, {"heaviside", at::meta::heaviside},
-             {"nextafter", at::meta::nextafter}, {"bitwise_left_shift.Tensor", at::meta::bitwise_left_shift},
-             {"bitwise_right_shift.Tensor", at::meta::bitwise_right_shift}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, T, S>>>{
-             {"add.Tensor", at::meta::add}, {"sub.Tensor", at::meta::sub},
-             {"threshold_backward", at::meta::threshold_backward}, {"lerp.Scalar", at::meta::lerp}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, MetaFunction<T, S>>>{
-             {"pow.Tensor_Scalar", at::meta::pow}, {"eq.Scalar", at::meta::eq}, {"ne.Scalar", at::meta::ne},
-             {"lt.Scalar", at::meta::lt}, {"le.Scalar", at::meta::le}, {"gt.Scalar", at::meta::gt},
-             {"ge.Scalar", at::meta::ge}, {"leaky_relu", at::meta::leaky_relu}, {"clamp_min", at::meta::clamp_min},
-             {"clamp_max", at::meta::clamp_max}}) {
-      add(name, boxedMeta(fn));
-    }
+    const auto addEach = [&](const auto& entries) {
+      for (const auto& [name, fn] : entries) add(name, boxedMeta(fn));
+    };
+    addEach(Entries<MetaFunction<T>>{
+        {"exp", at::meta::exp}, {"log", at::meta::log}, {"sin", at::meta::sin}, {"cos", at::meta::cos},
+        {"isneginf", at::meta::isneginf}, {"isposinf", at::meta::isposinf},
+        {"tan", at::meta::tan}, {"sqrt", at::meta::sqrt}, {"rsqrt", at::meta::rsqrt}, {"neg", at::meta::neg},
+        {"reciprocal", at::meta::reciprocal}, {"erf", at::meta::erf}, {"erfc", at::meta::erfc},
+        {"erfinv", at::meta::erfinv}, {"exp2", at::meta::exp2}, {"expm1", at::meta::expm1},
+        {"log1p", at::meta::log1p}, {"log2", at::meta::log2}, {"log10", at::meta::log10},
+        {"floor", at::meta::floor}, {"ceil", at::meta::ceil}, {"trunc", at::meta::trunc},
+        {"frac", at::meta::frac}, {"sign", at::meta::sign}, {"sgn", at::meta::sgn}, {"asin", at::meta::asin},
+        {"acos", at::meta::acos}, {"atan", at::meta::atan}, {"sinh", at::meta::sinh}, {"cosh", at::meta::cosh},
+        {"asinh", at::meta::asinh}, {"acosh", at::meta::acosh}, {"atanh", at::meta::atanh},
+        {"silu", at::meta::silu}, {"mish", at::meta::mish}, {"hardsigmoid", at::meta::hardsigmoid},
+        {"digamma", at::meta::digamma}, {"lgamma", at::meta::lgamma}, {"signbit", at::meta::signbit},
+        {"bitwise_not", at::meta::bitwise_not}, {"round", at::meta::round}, {"sigmoid", at::meta::sigmoid},
+        {"tanh", at::meta::tanh}});
+    addEach(Entries<MetaFunction<T, T>>{
+        {"mul.Tensor", at::meta::mul}, {"div.Tensor", at::meta::div}, {"maximum", at::meta::maximum},
+        {"minimum", at::meta::minimum}, {"fmax", at::meta::fmax}, {"fmin", at::meta::fmin},
+        {"atan2", at::meta::atan2}, {"pow.Tensor_Tensor", at::meta::pow}, {"eq.Tensor", at::meta::eq},
+        {"ne.Tensor", at::meta::ne}, {"lt.Tensor", at::meta::lt}, {"le.Tensor", at::meta::le},
+        {"gt.Tensor", at::meta::gt}, {"ge.Tensor", at::meta::ge}, {"bitwise_and.Tensor", at::meta::bitwise_and},
+        {"bitwise_or.Tensor", at::meta::bitwise_or}, {"bitwise_xor.Tensor", at::meta::bitwise_xor},
+        {"remainder.Tensor", at::meta::remainder}, {"fmod.Tensor", at::meta::fmod},
+        {"hypot", at::meta::hypot}, {"copysign.Tensor", at::meta::copysign},
+        {"logaddexp", at::meta::logaddexp}, {"xlogy.Tensor", at::meta::xlogy}, {"mm", at::meta::mm},
+        {"bmm", at::meta::bmm}, {"sigmoid_backward", at::meta::sigmoid_backward},
+        {"tanh_backward", at::meta::tanh_backward}, {"silu_backward", at::meta::silu_backward},
+        {"hardsigmoid_backward", at::meta::hardsigmoid_backward}, {"heaviside", at::meta::heaviside},
+        {"nextafter", at::meta::nextafter}, {"bitwise_left_shift.Tensor", at::meta::bitwise_left_shift},
+        {"bitwise_right_shift.Tensor", at::meta::bitwise_right_shift}});
+    addEach(Entries<MetaFunction<T, T, S>>{
+        {"add.Tensor", at::meta::add}, {"sub.Tensor", at::meta::sub},
+        {"threshold_backward", at::meta::threshold_backward}, {"lerp.Scalar", at::meta::lerp}});
+    addEach(Entries<MetaFunction<T, S>>{
+        {"pow.Tensor_Scalar", at::meta::pow}, {"eq.Scalar", at::meta::eq}, {"ne.Scalar", at::meta::ne},
+        {"lt.Scalar", at::meta::lt}, {"le.Scalar", at::meta::le}, {"gt.Scalar", at::meta::gt},
+        {"ge.Scalar", at::meta::ge}, {"leaky_relu", at::meta::leaky_relu}, {"clamp_min", at::meta::clamp_min},
+        {"clamp_max", at::meta::clamp_max}});
     add("softplus", boxedMeta<T, S, S>(at::meta::softplus));
     add("elu", boxedMeta<T, S, S, S>(at::meta::elu));
     add("addcmul", boxedMeta<T, T, T, S>(at::meta::addcmul));
@@ -778,19 +777,15 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
     add("_embedding_bag_backward", boxedMeta(embeddingBagBackwardMeta));
     // In place: the meta function checks the arguments against the tensor it writes, which the call returns.
     using W = at::Tensor&;
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<W>>>{
-             {"zero_", at::meta::zero_}, {"exp_", at::meta::exp_}, {"log_", at::meta::log_},
-             {"sqrt_", at::meta::sqrt_}, {"rsqrt_", at::meta::rsqrt_}, {"neg_", at::meta::neg_},
-             {"reciprocal_", at::meta::reciprocal_}, {"sigmoid_", at::meta::sigmoid_}, {"tanh_", at::meta::tanh_},
-             {"sin_", at::meta::sin_}, {"cos_", at::meta::cos_}, {"erf_", at::meta::erf_},
-             {"floor_", at::meta::floor_}, {"log1p_", at::meta::log1p_}, {"expm1_", at::meta::expm1_}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<W, S>>>{
-             {"fill_.Scalar", at::meta::fill_}, {"pow_.Scalar", at::meta::pow_},
-             {"clamp_min_", at::meta::clamp_min_}, {"clamp_max_", at::meta::clamp_max_}}) {
-      add(name, boxedMeta(fn));
-    }
+    addEach(Entries<InPlaceMetaFunction<W>>{
+        {"zero_", at::meta::zero_}, {"exp_", at::meta::exp_}, {"log_", at::meta::log_},
+        {"sqrt_", at::meta::sqrt_}, {"rsqrt_", at::meta::rsqrt_}, {"neg_", at::meta::neg_},
+        {"reciprocal_", at::meta::reciprocal_}, {"sigmoid_", at::meta::sigmoid_}, {"tanh_", at::meta::tanh_},
+        {"sin_", at::meta::sin_}, {"cos_", at::meta::cos_}, {"erf_", at::meta::erf_},
+        {"floor_", at::meta::floor_}, {"log1p_", at::meta::log1p_}, {"expm1_", at::meta::expm1_}});
+    addEach(Entries<InPlaceMetaFunction<W, S>>{
+        {"fill_.Scalar", at::meta::fill_}, {"pow_.Scalar", at::meta::pow_},
+        {"clamp_min_", at::meta::clamp_min_}, {"clamp_max_", at::meta::clamp_max_}});
     add("relu_", boxedMeta(reluMeta));
     add("scatter_add_", boxedMeta<W, int64_t, T, T>(at::meta::scatter_add_));
     add("scatter_.src", boxedMeta<W, int64_t, T, T>(at::meta::scatter_));
@@ -818,72 +813,62 @@ const std::unordered_map<std::string, BoxedMeta>& boxedMetas() {
     add("bernoulli_.float", boxedMeta(bernoulliMeta));
     add("uniform_", boxedMeta(uniformMeta));
     // The out= variants of the functional operators above: the meta function resizes an empty out= argument, which the plan then sizes.
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<T, W>>>{
-             {"isneginf.out", at::meta::isneginf_outf}, {"isposinf.out", at::meta::isposinf_outf},
-             {"acos.out", at::meta::acos_outf}, {"acosh.out", at::meta::acosh_outf},
-             {"asin.out", at::meta::asin_outf}, {"asinh.out", at::meta::asinh_outf},
-             {"atan.out", at::meta::atan_outf}, {"atanh.out", at::meta::atanh_outf},
-             {"bitwise_not.out", at::meta::bitwise_not_outf}, {"ceil.out", at::meta::ceil_outf},
-             {"cos.out", at::meta::cos_outf}, {"cosh.out", at::meta::cosh_outf},
-             {"digamma.out", at::meta::digamma_outf}, {"erf.out", at::meta::erf_outf},
-             {"erfc.out", at::meta::erfc_outf}, {"erfinv.out", at::meta::erfinv_outf},
-             {"exp.out", at::meta::exp_outf}, {"exp2.out", at::meta::exp2_outf}, {"expm1.out", at::meta::expm1_outf},
-             {"floor.out", at::meta::floor_outf}, {"frac.out", at::meta::frac_outf},
-             {"hardsigmoid.out", at::meta::hardsigmoid_outf}, {"lgamma.out", at::meta::lgamma_outf},
-             {"log.out", at::meta::log_outf}, {"log10.out", at::meta::log10_outf},
-             {"log1p.out", at::meta::log1p_outf}, {"log2.out", at::meta::log2_outf},
-             {"mish.out", at::meta::mish_outf}, {"neg.out", at::meta::neg_outf},
-             {"reciprocal.out", at::meta::reciprocal_outf}, {"round.out", at::meta::round_outf},
-             {"rsqrt.out", at::meta::rsqrt_outf}, {"sgn.out", at::meta::sgn_outf},
-             {"sigmoid.out", at::meta::sigmoid_outf}, {"sign.out", at::meta::sign_outf},
-             {"signbit.out", at::meta::signbit_outf}, {"silu.out", at::meta::silu_outf},
-             {"sin.out", at::meta::sin_outf}, {"sinh.out", at::meta::sinh_outf}, {"sqrt.out", at::meta::sqrt_outf},
-             {"tan.out", at::meta::tan_outf}, {"tanh.out", at::meta::tanh_outf},
-             {"trunc.out", at::meta::trunc_outf}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<T, T, W>>>{
-             {"atan2.out", at::meta::atan2_outf}, {"bitwise_and.Tensor_out", at::meta::bitwise_and_outf},
-             {"bitwise_left_shift.Tensor_out", at::meta::bitwise_left_shift_outf},
-             {"bitwise_or.Tensor_out", at::meta::bitwise_or_outf},
-             {"bitwise_right_shift.Tensor_out", at::meta::bitwise_right_shift_outf},
-             {"bitwise_xor.Tensor_out", at::meta::bitwise_xor_outf}, {"bmm.out", at::meta::bmm_outf},
-             {"copysign.out", at::meta::copysign_outf}, {"div.out", at::meta::div_outf},
-             {"eq.Tensor_out", at::meta::eq_outf}, {"fmax.out", at::meta::fmax_outf},
-             {"fmin.out", at::meta::fmin_outf}, {"fmod.Tensor_out", at::meta::fmod_outf},
-             {"ge.Tensor_out", at::meta::ge_outf}, {"gt.Tensor_out", at::meta::gt_outf},
-             {"hardsigmoid_backward.grad_input", at::meta::hardsigmoid_backward_outf},
-             {"heaviside.out", at::meta::heaviside_outf}, {"hypot.out", at::meta::hypot_outf},
-             {"le.Tensor_out", at::meta::le_outf}, {"logaddexp.out", at::meta::logaddexp_outf},
-             {"lt.Tensor_out", at::meta::lt_outf}, {"maximum.out", at::meta::maximum_outf},
-             {"minimum.out", at::meta::minimum_outf}, {"mm.out", at::meta::mm_outf}, {"mul.out", at::meta::mul_outf},
-             {"ne.Tensor_out", at::meta::ne_outf}, {"nextafter.out", at::meta::nextafter_outf},
-             {"pow.Tensor_Tensor_out", at::meta::pow_outf}, {"remainder.Tensor_out", at::meta::remainder_outf},
-             {"sigmoid_backward.grad_input", at::meta::sigmoid_backward_outf},
-             {"silu_backward.grad_input", at::meta::silu_backward_outf},
-             {"tanh_backward.grad_input", at::meta::tanh_backward_outf},
-             {"xlogy.OutTensor", at::meta::xlogy_outf}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<T, S, W>>>{
-             {"clamp_max.out", at::meta::clamp_max_outf}, {"clamp_min.out", at::meta::clamp_min_outf},
-             {"eq.Scalar_out", at::meta::eq_outf}, {"ge.Scalar_out", at::meta::ge_outf},
-             {"gt.Scalar_out", at::meta::gt_outf}, {"le.Scalar_out", at::meta::le_outf},
-             {"leaky_relu.out", at::meta::leaky_relu_outf}, {"lt.Scalar_out", at::meta::lt_outf},
-             {"ne.Scalar_out", at::meta::ne_outf}, {"pow.Tensor_Scalar_out", at::meta::pow_outf}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<T, int64_t, bool, W>>>{
-             {"_log_softmax.out", at::meta::_log_softmax_outf}, {"_softmax.out", at::meta::_softmax_outf},
-             {"all.out", at::meta::all_outf}, {"any.out", at::meta::any_outf}}) {
-      add(name, boxedMeta(fn));
-    }
-    for (auto [name, fn] : std::initializer_list<std::pair<const char*, InPlaceMetaFunction<T, T, S, W>>>{
-             {"add.out", at::meta::add_outf}, {"lerp.Scalar_out", at::meta::lerp_outf},
-             {"sub.out", at::meta::sub_outf},
-             {"threshold_backward.grad_input", at::meta::threshold_backward_outf}}) {
-      add(name, boxedMeta(fn));
-    }
+    addEach(Entries<InPlaceMetaFunction<T, W>>{
+        {"isneginf.out", at::meta::isneginf_outf}, {"isposinf.out", at::meta::isposinf_outf},
+        {"acos.out", at::meta::acos_outf}, {"acosh.out", at::meta::acosh_outf},
+        {"asin.out", at::meta::asin_outf}, {"asinh.out", at::meta::asinh_outf},
+        {"atan.out", at::meta::atan_outf}, {"atanh.out", at::meta::atanh_outf},
+        {"bitwise_not.out", at::meta::bitwise_not_outf}, {"ceil.out", at::meta::ceil_outf},
+        {"cos.out", at::meta::cos_outf}, {"cosh.out", at::meta::cosh_outf},
+        {"digamma.out", at::meta::digamma_outf}, {"erf.out", at::meta::erf_outf},
+        {"erfc.out", at::meta::erfc_outf}, {"erfinv.out", at::meta::erfinv_outf},
+        {"exp.out", at::meta::exp_outf}, {"exp2.out", at::meta::exp2_outf}, {"expm1.out", at::meta::expm1_outf},
+        {"floor.out", at::meta::floor_outf}, {"frac.out", at::meta::frac_outf},
+        {"hardsigmoid.out", at::meta::hardsigmoid_outf}, {"lgamma.out", at::meta::lgamma_outf},
+        {"log.out", at::meta::log_outf}, {"log10.out", at::meta::log10_outf},
+        {"log1p.out", at::meta::log1p_outf}, {"log2.out", at::meta::log2_outf},
+        {"mish.out", at::meta::mish_outf}, {"neg.out", at::meta::neg_outf},
+        {"reciprocal.out", at::meta::reciprocal_outf}, {"round.out", at::meta::round_outf},
+        {"rsqrt.out", at::meta::rsqrt_outf}, {"sgn.out", at::meta::sgn_outf},
+        {"sigmoid.out", at::meta::sigmoid_outf}, {"sign.out", at::meta::sign_outf},
+        {"signbit.out", at::meta::signbit_outf}, {"silu.out", at::meta::silu_outf},
+        {"sin.out", at::meta::sin_outf}, {"sinh.out", at::meta::sinh_outf}, {"sqrt.out", at::meta::sqrt_outf},
+        {"tan.out", at::meta::tan_outf}, {"tanh.out", at::meta::tanh_outf},
+        {"trunc.out", at::meta::trunc_outf}});
+    addEach(Entries<InPlaceMetaFunction<T, T, W>>{
+        {"atan2.out", at::meta::atan2_outf}, {"bitwise_and.Tensor_out", at::meta::bitwise_and_outf},
+        {"bitwise_left_shift.Tensor_out", at::meta::bitwise_left_shift_outf},
+        {"bitwise_or.Tensor_out", at::meta::bitwise_or_outf},
+        {"bitwise_right_shift.Tensor_out", at::meta::bitwise_right_shift_outf},
+        {"bitwise_xor.Tensor_out", at::meta::bitwise_xor_outf}, {"bmm.out", at::meta::bmm_outf},
+        {"copysign.out", at::meta::copysign_outf}, {"div.out", at::meta::div_outf},
+        {"eq.Tensor_out", at::meta::eq_outf}, {"fmax.out", at::meta::fmax_outf},
+        {"fmin.out", at::meta::fmin_outf}, {"fmod.Tensor_out", at::meta::fmod_outf},
+        {"ge.Tensor_out", at::meta::ge_outf}, {"gt.Tensor_out", at::meta::gt_outf},
+        {"hardsigmoid_backward.grad_input", at::meta::hardsigmoid_backward_outf},
+        {"heaviside.out", at::meta::heaviside_outf}, {"hypot.out", at::meta::hypot_outf},
+        {"le.Tensor_out", at::meta::le_outf}, {"logaddexp.out", at::meta::logaddexp_outf},
+        {"lt.Tensor_out", at::meta::lt_outf}, {"maximum.out", at::meta::maximum_outf},
+        {"minimum.out", at::meta::minimum_outf}, {"mm.out", at::meta::mm_outf}, {"mul.out", at::meta::mul_outf},
+        {"ne.Tensor_out", at::meta::ne_outf}, {"nextafter.out", at::meta::nextafter_outf},
+        {"pow.Tensor_Tensor_out", at::meta::pow_outf}, {"remainder.Tensor_out", at::meta::remainder_outf},
+        {"sigmoid_backward.grad_input", at::meta::sigmoid_backward_outf},
+        {"silu_backward.grad_input", at::meta::silu_backward_outf},
+        {"tanh_backward.grad_input", at::meta::tanh_backward_outf},
+        {"xlogy.OutTensor", at::meta::xlogy_outf}});
+    addEach(Entries<InPlaceMetaFunction<T, S, W>>{
+        {"clamp_max.out", at::meta::clamp_max_outf}, {"clamp_min.out", at::meta::clamp_min_outf},
+        {"eq.Scalar_out", at::meta::eq_outf}, {"ge.Scalar_out", at::meta::ge_outf},
+        {"gt.Scalar_out", at::meta::gt_outf}, {"le.Scalar_out", at::meta::le_outf},
+        {"leaky_relu.out", at::meta::leaky_relu_outf}, {"lt.Scalar_out", at::meta::lt_outf},
+        {"ne.Scalar_out", at::meta::ne_outf}, {"pow.Tensor_Scalar_out", at::meta::pow_outf}});
+    addEach(Entries<InPlaceMetaFunction<T, int64_t, bool, W>>{
+        {"_log_softmax.out", at::meta::_log_softmax_outf}, {"_softmax.out", at::meta::_softmax_outf},
+        {"all.out", at::meta::all_outf}, {"any.out", at::meta::any_outf}});
+    addEach(Entries<InPlaceMetaFunction<T, T, S, W>>{
+        {"add.out", at::meta::add_outf}, {"lerp.Scalar_out", at::meta::lerp_outf},
+        {"sub.out", at::meta::sub_outf},
+        {"threshold_backward.grad_input", at::meta::threshold_backward_outf}});
     add("addcdiv.out", boxedMeta<T, T, T, S, W>(at::meta::addcdiv_outf));
     add("addcmul.out", boxedMeta<T, T, T, S, W>(at::meta::addcmul_outf));
     add("addmm.out", boxedMeta<T, T, T, S, S, W>(at::meta::addmm_outf));
