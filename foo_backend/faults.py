@@ -35,6 +35,7 @@ def fail_launch(op: str, device: Any = None) -> None:
     """Make the next call of an operator on a foo device fail as a device-side assert does: the call returns,
     and the next synchronizing call (``torch.foo.synchronize()``, ``.cpu()``, ``item()``...) raises
     ``RuntimeError: ... device-side assert triggered in <op>``, once. The stream and the device go on.
+    Operators foo makes views with itself (``view``, ``expand``, ``select``...) launch nothing and never take it.
 
     Args:
         op (str): the operator's name, without its overload (``"aten::mul"``, ``"aten::addmm"``).

@@ -20,7 +20,11 @@ namespace foo {
 HostKernelCall::~HostKernelCall() {
   // A call that raised at the call was not launched: no device-side failure follows it.
   if (C10_UNLIKELY(launchFailureArmed()) && std::uncaught_exceptions() == 0) {
-    failInjectedLaunch(device_ >= 0 ? device_ : currentDevice(), op_name_);
+    try {
+      failInjectedLaunch(device_ >= 0 ? device_ : currentDevice(), op_name_);
+    } catch (const std::exception&) {
+      // An earlier asynchronous error is pending (queueing raises it): the next call reports that one.
+    }
   }
   sparse_aliases_.clear();  // they hold their components' views, which could not be recycled
   for (Alias& a : aliases_)
