@@ -824,14 +824,14 @@ def test_an_injected_launch_failure_of_a_call_that_raises_is_not_reported():
         torch.foo.faults.fail_launch("mul")
 
 
-def test_an_injected_launch_failure_behind_a_pending_error_leaves_that_error_first():
+def test_an_injected_launch_failure_behind_a_pending_error_is_reported_after_it():
     x = torch.ones(4, device="foo")
     _warm(lambda: x * 2)
     torch.foo.faults.fail_launch("aten::mul")
     torch.foo.faults.fail_launch("aten::unfold")
     x * 2
     foo_backend._C._wait_for_device(0)  # the failure ran: its error is pending, not yet raised
-    x.unfold(0, 2, 1)  # a view, launched nowhere; queueing its failure meets the pending error: it returns
+    x.unfold(0, 2, 1)  # its failure is queued behind the pending error, not raised by the call
     with pytest.raises(RuntimeError, match="device-side assert triggered in aten::mul"):
         torch.foo.synchronize()
-    torch.foo.synchronize()  # unfold's failure was dropped behind the pending one
+    torch.foo.synchronize()  # a device reports its first asynchronous error: unfold's came after it

@@ -108,9 +108,10 @@ void failInjectedLaunch(c10::DeviceIndex device, const char* op) {
     g_launch_failures.erase(armed);
     detail::g_launch_failure_armed = !g_launch_failures.empty();
   }
-  enqueueOnStream(device, "injected failure", [name = std::string(op)] {
+  const auto fail = [name = std::string(op)] {
     TORCH_CHECK(false, "device-side assert triggered in ", name, " (injected by torch.foo.faults.fail_launch)");
-  });
+  };
+  QueuedWork::enqueueBehindErrors(std::make_unique<QueuedKernel<decltype(fail)>>(fail), device, "injected failure");
 }
 
 namespace {
@@ -191,6 +192,11 @@ unsigned KernelThreadSettings::denormalFlags() {
 void QueuedWork::enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
                          fooActivityKind kind) {
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
+  enqueueBehindErrors(std::move(work), device, name, kind);
+}
+
+void QueuedWork::enqueueBehindErrors(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
+                                     fooActivityKind kind) {
   work->device_ = device;
   work->settings_ = KernelThreadSettings::current();
   const fooError_t error = fooLaunchKernelEx(

@@ -108,6 +108,10 @@ class QueuedWork {
   // Queues `work` on `device`'s current stream (see enqueueOnStream).
   static void enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
                       fooActivityKind kind = fooActivityKindKernel);
+  // enqueue() without first raising a pending asynchronous error (for work queued where raising is not
+  // allowed: an injected failure, queued as a call ends).
+  static void enqueueBehindErrors(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
+                                  fooActivityKind kind = fooActivityKindKernel);
 
  private:
   virtual void run() = 0;

@@ -23,7 +23,7 @@ HostKernelCall::~HostKernelCall() {
     try {
       failInjectedLaunch(device_ >= 0 ? device_ : currentDevice(), op_name_);
     } catch (const std::exception&) {
-      // An earlier asynchronous error is pending (queueing raises it): the next call reports that one.
+      // The runtime refused to queue it: a destructor must not throw, and the failure is dropped.
     }
   }
   sparse_aliases_.clear();  // they hold their components' views, which could not be recycled
