@@ -16,7 +16,7 @@ import torch
 
 import foo_backend
 
-from support.host_wait_cases import sync_debug_mode
+from support.host_wait_cases import filling_uninitialized_memory, sync_debug_mode, uninitialized_memory_fills
 from support.subprocesses import labelled
 
 MiB = 1 << 20
@@ -805,34 +805,16 @@ def test_pytorchs_memory_visualiser_renders_foo_snapshots(history, tmp_path):
     del x
 
 
-def _filled_on_foo(dtype):
-    """What foo's allocating calls hold in deterministic mode, as tools/measure_cuda_host_waits.py records
-    CUDA's (one element of an existing tensor, then two that resize_ adds)."""
-    made = {
-        "empty": torch.empty(3, dtype=dtype, device="foo"),
-        "empty_strided": torch.empty_strided((3,), (2,), dtype=dtype, device="foo"),
-        "empty_like": torch.empty_like(torch.zeros(3, dtype=dtype, device="foo")),
-        "new_empty": torch.zeros(1, dtype=dtype, device="foo").new_empty(3),
-        "resize_": torch.zeros(1, dtype=dtype, device="foo").resize_(3),
-    }
-    return {name: [repr(v) for v in t.cpu().tolist()] for name, t in made.items()}
-
-
 def test_deterministic_mode_fills_uninitialized_memory_as_cuda():
     with open(os.path.join(os.path.dirname(__file__), "support", "host_waits_on_cuda.json")) as f:
         on_cuda = json.load(f)["fill_uninitialized_memory"]
-    torch.use_deterministic_algorithms(True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
+    with filling_uninitialized_memory():
         for name, expected in on_cuda.items():
             dtype = getattr(torch, name.removeprefix("torch."))
-            assert _filled_on_foo(dtype) == expected, dtype
+            assert uninitialized_memory_fills("foo", dtype) == expected, dtype
             with sync_debug_mode("foo", "error"):  # the fills are queued kernels, as CUDA's
                 torch.empty(5, dtype=dtype, device="foo")
                 torch.zeros(2, dtype=dtype, device="foo").resize_(7)
-    finally:
-        torch.use_deterministic_algorithms(False)
-        torch.utils.deterministic.fill_uninitialized_memory = True  # PyTorch's default
 
 
 def test_an_injected_out_of_memory_error_is_the_allocators_own():

@@ -17,7 +17,8 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "support"))
-from host_wait_cases import CASES, UNMEASURED_CASES, sync_debug_mode  # noqa: E402
+from host_wait_cases import (  # noqa: E402
+    CASES, UNMEASURED_CASES, filling_uninitialized_memory, sync_debug_mode, uninitialized_memory_fills)
 
 
 def _cycles_per_second():
@@ -60,22 +61,10 @@ def _warned_by_sync_debug_mode(call):
 
 
 def _fill_values():
-    torch.use_deterministic_algorithms(True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    found = {}
-    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.float64,
-                  torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool):
-        made = {
-            "empty": torch.empty(3, dtype=dtype, device="cuda"),
-            "empty_strided": torch.empty_strided((3,), (2,), dtype=dtype, device="cuda"),
-            "empty_like": torch.empty_like(torch.zeros(3, dtype=dtype, device="cuda")),
-            "new_empty": torch.zeros(1, dtype=dtype, device="cuda").new_empty(3),
-            "resize_": torch.zeros(1, dtype=dtype, device="cuda").resize_(3),
-        }
-        found[str(dtype)] = {name: [repr(v) for v in t.cpu().tolist()] for name, t in made.items()}
-    torch.use_deterministic_algorithms(False)
-    torch.utils.deterministic.fill_uninitialized_memory = False
-    return found
+    with filling_uninitialized_memory():
+        return {str(dtype): uninitialized_memory_fills("cuda", dtype)
+                for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.float64,
+                              torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool)}
 
 
 def main():

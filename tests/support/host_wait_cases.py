@@ -24,6 +24,32 @@ def sync_debug_mode(device_type, mode):
         module.set_sync_debug_mode("default")
 
 
+@contextlib.contextmanager
+def filling_uninitialized_memory():
+    """``torch.use_deterministic_algorithms(True)`` with ``fill_uninitialized_memory`` inside the block,
+    PyTorch's defaults after it."""
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+def uninitialized_memory_fills(device, dtype):
+    """What the allocating calls hold (inside ``filling_uninitialized_memory``), as text: three elements each,
+    for ``resize_`` one of an existing tensor then two it adds."""
+    made = {
+        "empty": torch.empty(3, dtype=dtype, device=device),
+        "empty_strided": torch.empty_strided((3,), (2,), dtype=dtype, device=device),
+        "empty_like": torch.empty_like(torch.zeros(3, dtype=dtype, device=device)),
+        "new_empty": torch.zeros(1, dtype=dtype, device=device).new_empty(3),
+        "resize_": torch.zeros(1, dtype=dtype, device=device).resize_(3),
+    }
+    return {name: [repr(v) for v in t.cpu().tolist()] for name, t in made.items()}
+
+
 def _randn(device, *shape, **kwargs):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(0), **kwargs).to(device)
 
