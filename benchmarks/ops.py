@@ -176,6 +176,38 @@ def setup_mlp_new_sizes():
                  for m, xx in ((cpu_model, x), (foo_model, fx)))
 
 
+def sanitized(step):
+    """`step` under torch.foo.sanitizer, which each call turns on and, once the step's work is done, off (the
+    other cases run unsanitized)."""
+    def run(model, opt, x, y):
+        torch.foo.sanitizer.enable()
+        try:
+            loss = step(model, opt, x, y)
+            torch.foo.synchronize()
+            return loss
+        finally:
+            torch.foo.sanitizer.disable()
+    return run
+
+
+def setup_mlp_sanitized():
+    """The MLP step on foo under the sanitizer, against the same step on foo without it (the "CPU" side)."""
+    torch.default_generator.manual_seed(0)
+    model = make_mlp().to(FOO)
+    x, y = torch.randn(64, 784).to(FOO), torch.randint(0, 10, (64,)).to(FOO)
+    return tuple(dict(model=m, opt=torch.optim.SGD(m.parameters(), lr=0.01), x=x, y=y, mlp_step=step)
+                 for m, step in ((copy.deepcopy(model), mlp_step), (model, sanitized(mlp_step))))
+
+
+def check_sanitized_mlp(plain, sanitized_env):
+    def one_step(env):
+        model = copy.deepcopy(env["model"])  # the timed models stay at their initial weights
+        return env["mlp_step"](model, torch.optim.SGD(model.parameters(), lr=0.01), env["x"], env["y"]).cpu()
+
+    losses = [one_step(plain), one_step(sanitized_env)]
+    return None if torch.equal(*losses) else f"loss: {losses[0]} without the sanitizer, {losses[1]} with it"
+
+
 # Compile times of the compiled cases, printed under the table.
 COMPILE_TIMES = []
 
@@ -285,6 +317,9 @@ CASES = [
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
     Case("MLP step, a new batch size every step", 1.25, setup_mlp_new_sizes,
          "mlp_step_new_size(model, opt, x, y, step)", "mlp_step_new_size(model, opt, x, y, step)", check_mlp),
+    # The sanitizer's cost: its "CPU" side is the same step on foo without it (target: 3x).
+    Case("MLP step, sanitizer on (vs foo, off)", 3.0, setup_mlp_sanitized,
+         "mlp_step(model, opt, x, y); torch.foo.synchronize()", "mlp_step(model, opt, x, y)", check_sanitized_mlp),
     # torch.compile: foo compiled against CPU eager (the chain) and against CPU compiled (the MLP step).
     Case("chain of 20 ops compiled (CPU eager)", 0.8, setup_chain_compiled, "chain20(x)", "chain20(x)",
          check_chain_compiled),

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from . import _multiprocessing, _patches, amp, compiler, faults, lightning, memory, ops
+from . import _multiprocessing, _patches, amp, compiler, faults, lightning, memory, ops, sanitizer
 from ._utils import _C, DEVICE_TYPE, _get_device_index, _lazy_init, is_initialized
 from .random import (
     default_generators,
@@ -330,6 +330,7 @@ def _register() -> None:
     compiler.install()
     _patches.apply("accelerator_snapshot")
     lightning._install()  # Trainer(accelerator="foo"), once the program imports Lightning
+    sanitizer._enable_from_environment()  # FOO_SANITIZER, before any work
     atexit.register(_C._finish_work_at_exit)
 
 

@@ -193,9 +193,10 @@ TRAINER = f"""
 
 # Fresh interpreters (tests/support/subprocesses.py): accelerate's state is a process-wide singleton.
 SCRIPTS = {
-    "accelerate": (ACCELERATE, {"ACCELERATE_TORCH_DEVICE": "foo"}),
+    # On foo under the sanitizer (torch.foo.sanitizer), which must stay silent on these correct programs.
+    "accelerate": (ACCELERATE, {"ACCELERATE_TORCH_DEVICE": "foo", "FOO_SANITIZER": "1"}),
     "trainer_cpu": (TRAINER, {"ACCELERATE_TORCH_DEVICE": None}),  # unset: silently the CPU
-    "trainer_foo": (TRAINER, {"ACCELERATE_TORCH_DEVICE": "foo"}),
+    "trainer_foo": (TRAINER, {"ACCELERATE_TORCH_DEVICE": "foo", "FOO_SANITIZER": "1"}),
 }
 
 

@@ -295,6 +295,18 @@ def test_all_reduce_async_op(world, async_op):
         assert_equal(result["gloo"], expected)
 
 
+@pytest.mark.parametrize("waits", [False, True])
+def test_the_sanitizer_sees_collectives_on_their_communication_stream(world, waits):
+    """A planted bug of tests/test_sanitizer.py's matrix: a collective's result read without work.wait()."""
+    for result in world.run("sanitizer_reads_an_all_reduce_result", waits):
+        if waits:
+            assert result["message"] == ""
+            assert_equal(result["read"], torch.full((8,), 6.0))
+        else:
+            assert "foo sanitizer: read after write" in result["message"]
+            assert "fccl:ALLREDUCE on foo" in result["message"], result["message"]
+
+
 @pytest.mark.parametrize("src", [0, 1])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_broadcast(world, src, dtype):

@@ -9,6 +9,11 @@ import pickle
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
+# The examples that train (compiled, with DDP, with graphs) run under the sanitizer (torch.foo.sanitizer):
+# correct programs, where it must stay silent.
+SANITIZED = {"FOO_SANITIZER": "1"}
+
+
 def _run_example(name, *args):
     path = os.path.join(EXAMPLES, name)
     return (
@@ -21,7 +26,7 @@ def _run_example(name, *args):
     )
 
 
-def _torchrun(name, *launches):
+def _torchrun(name, *launches, env=None):
     """Runs examples/`name` under torchrun: one launch per node (its torchrun arguments), concurrently;
     prints each launch's output and exits with the first failure's code."""
     path = os.path.join(EXAMPLES, name)
@@ -39,11 +44,11 @@ def _torchrun(name, *launches):
             print(out)
         sys.exit(next((p.returncode for p in procs if p.returncode), 0))
         """,
-        {},
+        env or {},
     )
 
 
-def _as_script(name, *args):
+def _as_script(name, *args, env=None):
     """Runs examples/`name` as `python examples/<name>` does (its folder first on the import path), from
     a fresh temporary folder that is also its working directory; prints its output."""
     path = os.path.join(EXAMPLES, name)
@@ -57,7 +62,7 @@ def _as_script(name, *args):
         print(result.stderr, file=sys.stderr)
         sys.exit(result.returncode)
         """,
-        {},
+        env or {},
     )
 
 
@@ -65,11 +70,12 @@ _NODE = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--
 
 SCRIPTS = {
     "custom_op": _run_example("custom_op.py"),
-    "train_compiled": _as_script("train.py", "--compile"),
-    "ddp_one_node": _torchrun("ddp_train.py", ["--standalone", "--nproc-per-node", "2"]),
+    "train_compiled": _as_script("train.py", "--compile", env=SANITIZED),
+    "ddp_one_node": _torchrun("ddp_train.py", ["--standalone", "--nproc-per-node", "2"], env=SANITIZED),
     "profile": _as_script("profile_training.py"),
     "sparse_embedding": _as_script("sparse_embedding.py"),
-    "graph_training": _as_script("graph_training.py"),
+    "graph_training": _as_script("graph_training.py", env=SANITIZED),
+    "find_race": _as_script("find_race.py"),
     "ddp_two_nodes": _torchrun("ddp_train.py", _NODE + ["--node-rank", "0"], _NODE + ["--node-rank", "1"]),
 }
 
@@ -87,6 +93,16 @@ def test_train_example_compiled(subprocesses):
     assert out.rstrip().endswith("OK: the loss curve on foo matches the one on CPU")
     with open(os.path.join(out.splitlines()[0], "loss_curves.png"), "rb") as f:  # the curves, drawn
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_find_race_example(subprocesses):
+    """README's "Finding device bugs": both forgotten orderings reported, then the corrected pipeline silent."""
+    out = subprocesses.check("find_race")
+    without_wait, without_record = out.split("---- without wait_stream: ----")[1].split("---- without record_stream")
+    assert "read after write between two streams" in without_wait
+    assert "Racing with: Memcpy HtoD (Pinned -> Device) on foo:0 stream" in without_wait
+    assert "memory freed while another stream may still use it is reused" in without_record
+    assert out.rstrip().endswith("foo's results equal CPU's")
 
 
 def test_profile_example(subprocesses):

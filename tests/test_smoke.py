@@ -13,7 +13,7 @@ def _public_callables():
     import inspect
 
     modules = (torch.foo, torch.foo.memory, torch.foo.random, torch.foo.streams, torch.foo.graphs, torch.foo.amp,
-               torch.foo.faults)
+               torch.foo.faults, torch.foo.sanitizer)
     seen = set()
     for module in modules:
         for name in module.__all__:

@@ -15,6 +15,7 @@
 #include "device/Common.h"
 #include "device/Generator.h"
 #include "device/Launch.h"
+#include "device/Sanitizer.h"
 #include "distributed/ProcessGroupFoo.h"
 #include "execution/Fallback.h"
 #include "execution/QueuedLaunch.h"
@@ -78,6 +79,23 @@ using c10::CachingDeviceAllocator::RecordContext;
 std::shared_ptr<c10::GatheredContext> gatherPythonStack() { return torch::CapturedTraceback::gather(true, true, false); }
 std::shared_ptr<c10::GatheredContext> gatherPythonAndCppStack() {
   return torch::CapturedTraceback::gather(true, true, true);
+}
+
+// The sanitizer's stacks: Python frames only, printed as a Python traceback (most recent call last).
+std::shared_ptr<c10::GatheredContext> gatherSanitizerStack() { return torch::CapturedTraceback::gather(true, false, false); }
+std::string formatSanitizerStack(const c10::GatheredContext& stack) {
+  auto* traceback = const_cast<torch::CapturedTraceback*>(static_cast<const torch::CapturedTraceback*>(&stack));
+  const torch::SymbolizedTracebacks symbolized = torch::symbolize({traceback});
+  std::string text;
+  const std::vector<uint64_t>& frames = symbolized.tracebacks.at(0);
+  // The innermost frames: a test runner's dozens of outer frames say nothing of the bug.
+  constexpr size_t kFrames = 16;
+  if (frames.size() > kFrames) text = "  ... (" + std::to_string(frames.size() - kFrames) + " outer frames)\n";
+  for (auto it = frames.rbegin() + (frames.size() > kFrames ? frames.size() - kFrames : 0); it != frames.rend(); ++it) {
+    const auto& frame = symbolized.all_frames.at(*it);
+    text += "  File \"" + frame.filename + "\", line " + std::to_string(frame.lineno) + ", in " + frame.funcname + "\n";
+  }
+  return text;
 }
 
 // torch.foo.memory._record_memory_history's arguments, as torch.cuda.memory's.
@@ -147,6 +165,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_forget_launch_plans", [] { forgetLaunchPlans(); });
   m.def("_queue_despite_tags", [](const std::string& op_name, bool queue) { queueDespiteTags(op_name, queue); });
   // As torch.cuda._sleep: keeps the current stream busy for `cycles` cycles of a 1 GHz device.
+  m.def("_sanitizer_enable", [](bool warn_only, bool check_initialization) {
+    torch::installCapturedTracebackPython();
+    sanitizer::setStackFunctions(&gatherSanitizerStack, &formatSanitizerStack);
+    sanitizer::enable(warn_only, check_initialization);
+  });
+  m.def("_sanitizer_disable", &sanitizer::disable);
+  m.def("_sanitizer_enabled", &sanitizer::enabled);
   m.def("_sleep", [](int64_t cycles) {
     const c10::DeviceIndex device = currentDevice();
     enqueueOnStream(device, "_sleep", [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });

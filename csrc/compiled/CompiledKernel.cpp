@@ -6,6 +6,7 @@
 
 #include "device/Common.h"
 #include "device/Launch.h"
+#include "device/Sanitizer.h"
 
 namespace foo {
 
@@ -14,6 +15,7 @@ CompiledKernel::CompiledKernel(std::string name, uintptr_t entry, const std::vec
   TORCH_CHECK(entry_ != nullptr, "foo: compiled kernel ", name_, " has no entry point");
   for (const std::string& type : parameter_types) {
     std::string base = type.rfind("const ", 0) == 0 ? type.substr(6) : type;
+    writes_.push_back(base.size() == type.size() && !base.empty() && base.back() == '*');
     if (!base.empty() && base.back() == '*') {
       kinds_.push_back(Kind::kPointer);
     } else if (base == "int64_t" || base == "long") {
@@ -102,6 +104,13 @@ void CompiledKernel::launch(std::vector<Argument>&& arguments) const {
         break;
       }
     }
+  }
+  if (sanitizer::enabled()) {
+    sanitizer::LaunchAccesses accesses;
+    for (size_t i = 0; i < kinds_.size(); ++i) {
+      if (kinds_[i] == Kind::kPointer) accesses.add(arguments[i].tensor, writes_[i]);
+    }
+    accesses.check(device, name_.c_str());
   }
   enqueueOnStream(device, name_.c_str(), [entry = entry_, slots = std::move(slots), scalar_slots, storages = std::move(storages)]() mutable {
     for (const auto& [parameter, value] : scalar_slots) slots[parameter] = reinterpret_cast<uint64_t>(&slots[value]);

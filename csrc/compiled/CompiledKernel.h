@@ -39,6 +39,7 @@ class CompiledKernel {
   std::string name_;
   Entry entry_;
   std::vector<Kind> kinds_;
+  std::vector<bool> writes_;  // per parameter: a pointer to non-const memory, which the kernel writes
 };
 
 }  // namespace foo

@@ -18,6 +18,7 @@
 #include "device/Common.h"
 #include "device/DeviceCache.h"
 #include "device/Launch.h"
+#include "device/Sanitizer.h"
 
 namespace foo {
 namespace {
@@ -209,7 +210,7 @@ void DeviceCache::recordAllocation(Block* block, const Request& request, const C
 
 // ---- free and record_stream
 
-void DeviceCache::free(void* ptr) {
+FreedBlock DeviceCache::free(void* ptr) {
   Context context = gatherContext(RecordContext::ALL);
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = active_.find(ptr);
@@ -239,7 +240,9 @@ void DeviceCache::free(void* ptr) {
     block->pending_events += 1;
   }
   block->stream_uses.clear();
+  const FreedBlock freed{block->size, block->stream};
   if (block->pending_events == 0) completeFree(block, std::move(context));
+  return freed;
 }
 
 void DeviceCache::recordStream(void* ptr, fooStream_t stream) {
@@ -526,13 +529,19 @@ DeviceCache& deviceCache(c10::DeviceIndex device) {
 namespace {
 
 using allocator::deviceCache;
+using allocator::FreedBlock;
 
-void freeDeviceAddress(void* ptr) { deviceCache(static_cast<c10::DeviceIndex>(fooPointerGetDevice(ptr))).free(ptr); }
+void freeOn(c10::DeviceIndex device, void* ptr) {
+  const FreedBlock freed = deviceCache(device).free(ptr);
+  if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::freed(device, freed.stream, ptr, freed.size);
+}
+
+void freeDeviceAddress(void* ptr) { freeOn(static_cast<c10::DeviceIndex>(fooPointerGetDevice(ptr)), ptr); }
 
 // The deleter of device DataPtrs, one per device: freeing needs no address-to-device lookup.
 template <c10::DeviceIndex Device>
 void freeOnDevice(void* ptr) {
-  deviceCache(Device).free(ptr);
+  freeOn(Device, ptr);
 }
 
 template <size_t... Devices>
@@ -541,6 +550,19 @@ constexpr std::array<c10::DeleterFnPtr, sizeof...(Devices)> makeDeviceDeleters(s
 }
 
 constexpr auto kDeviceDeleters = makeDeviceDeleters(std::make_index_sequence<FOO_MAX_DEVICES>());
+
+// Under the sanitizer, a block handed out is filled with 0xFF bytes (NaN in floating dtypes, -1 in signed
+// integers) on its stream, after the work that used it before: what reads it before writing it sees poison,
+// not a plausible stale value.
+void poison(c10::DeviceIndex device, void* ptr, size_t bytes) {
+  void* kernel = fooKernelAddress(ptr);
+  if (runningAfterStream()) {  // a kernel's own allocation: the stream is idle and the kernel runs now
+    std::memset(kernel, 0xFF, bytes);
+  } else if (!onStreamWorker()) {
+    const auto fill = [kernel, bytes] { std::memset(kernel, 0xFF, bytes); };
+    QueuedWork::enqueueBehindErrors(std::make_unique<QueuedKernel<decltype(fill)>>(fill), device, "sanitizer: poison");
+  }
+}
 
 }  // namespace
 
@@ -551,7 +573,14 @@ c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   // Cached blocks need no runtime call, but in a forked child they are the parent's memory.
   if (C10_UNLIKELY(fooIsInBadFork())) FOO_CHECK(fooErrorForkedProcess);
-  return ownedDataPtr(deviceCache(device).malloc(nbytes, currentStream(device))->ptr, device);
+  const fooStream_t stream = currentStream(device);
+  const allocator::Block* block = deviceCache(device).malloc(nbytes, stream);
+  c10::DataPtr owned = ownedDataPtr(block->ptr, device);
+  if (C10_UNLIKELY(sanitizer::enabled())) {
+    sanitizer::allocated(device, stream, block->ptr, block->size);
+    poison(device, block->ptr, block->size);
+  }
+  return owned;
 }
 
 c10::DataPtr CachingAllocator::allocate(size_t nbytes) { return allocateOn(currentDevice(), nbytes); }
@@ -565,8 +594,15 @@ c10::DeleterFnPtr CachingAllocator::raw_deleter() const { return &freeDeviceAddr
 void CachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   void* kernel_dest = fooKernelAddress(dest);
   const void* kernel_src = fooKernelAddress(src);
-  runAfterStream(static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest)), "Memcpy DtoD (Device -> Device)",
-                 [&] { std::memcpy(kernel_dest, kernel_src, count); }, fooActivityKindMemcpy);
+  const auto device = static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest));
+  constexpr const char* kCopy = "Memcpy DtoD (Device -> Device)";
+  if (sanitizer::enabled()) {
+    sanitizer::LaunchAccesses accesses;
+    accesses.bytes(src, count, /*written=*/false);
+    accesses.bytes(dest, count, /*written=*/true);
+    accesses.check(device, kCopy);
+  }
+  runAfterStream(device, kCopy, [&] { std::memcpy(kernel_dest, kernel_src, count); }, fooActivityKindMemcpy);
 }
 
 void CachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
@@ -643,15 +679,25 @@ void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
   const c10::DeviceIndex device = storage->device().index();
   const size_t keep = std::min(nbytes, storage->nbytes());
+  constexpr const char* kCopy = "Memcpy DtoD (Device -> Device)";
+  if (sanitizer::enabled()) {
+    sanitizer::LaunchAccesses kept;
+    kept.bytes(storage->data(), keep, /*written=*/false);
+    kept.check(device, kCopy);
+  }
   auto old = std::make_shared<c10::DataPtr>(storage->set_data_ptr(cachingAllocator().allocateOn(device, nbytes)));
   storage->set_nbytes(nbytes);
   if (keep == 0) return;
+  if (sanitizer::enabled()) {
+    sanitizer::LaunchAccesses copied;
+    copied.bytes(storage->data(), keep, /*written=*/true);
+    copied.record(device, kCopy);
+  }
   // Queued on the current stream, as CUDA's resize copies with cudaMemcpyAsync; the copy holds the old
   // block until it ran.
   void* to = fooKernelAddress(storage->data_ptr().get());
   const void* from = fooKernelAddress(old->get());
-  enqueueOnStream(device, "Memcpy DtoD (Device -> Device)", [to, from, keep, old] { std::memcpy(to, from, keep); },
-                  fooActivityKindMemcpy);
+  enqueueOnStream(device, kCopy, [to, from, keep, old] { std::memcpy(to, from, keep); }, fooActivityKindMemcpy);
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &cachingAllocator());

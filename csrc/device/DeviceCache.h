@@ -62,6 +62,11 @@ struct PrivatePool {
   int graphs = 0;     // the graphs using it; at 0 its free segments go back to the device
 };
 
+struct FreedBlock {
+  size_t size;
+  fooStream_t stream;
+};
+
 // One device's cache. Its public members take the device's lock; the private ones run under it.
 class DeviceCache {
  public:
@@ -69,7 +74,8 @@ class DeviceCache {
 
   // ---- Allocation (CachingAllocator.cpp)
   Block* malloc(size_t requested, fooStream_t stream);
-  void free(void* ptr);
+  // Returns the freed block's size and stream (for the sanitizer).
+  FreedBlock free(void* ptr);
   void recordStream(void* ptr, fooStream_t stream);
   // Queued work may still use cached blocks: the device finishes it before they are released.
   void emptyCache();

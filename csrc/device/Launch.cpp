@@ -45,6 +45,7 @@ void beforeHostWait(const char* what) {
 uint64_t hostWaitCount() { return g_host_waits.load(std::memory_order_relaxed); }
 
 namespace detail {
+thread_local bool t_running_after_stream = false;
 std::atomic<bool> g_async_error_pending{false};
 
 void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error) {

@@ -47,6 +47,34 @@ void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error);
 extern std::atomic<bool> g_async_error_pending;
 }  // namespace detail
 
+namespace detail {
+extern thread_local bool t_running_after_stream;
+}  // namespace detail
+// True on a host thread inside runAfterStream's kernel: its stream is idle and held, so the kernel may use
+// memory the stream's later work will use, at once.
+inline bool runningAfterStream() { return detail::t_running_after_stream; }
+
+// What a host wait in runAfterStream is to the program (the sanitizer orders later launches after the
+// stream's work only for the first): one CUDA makes too (a host read, a copy with pageable memory, output
+// shapes that depend on values), or foo's own (a call foo runs at once where CUDA would queue it).
+enum class HostWait { kAsOnCuda, kFooOnly };
+
+// While it lives (when `hide`), the sanitizer does not see this thread's host waits (HostWait::kFooOnly).
+class HiddenHostWaits {
+ public:
+  explicit HiddenHostWaits(bool hide) : hidden_(hide && fooSanitizerGetChecks() != 0) {
+    if (hidden_) fooSanitizerHideHostWaits(1);
+  }
+  ~HiddenHostWaits() {
+    if (hidden_) fooSanitizerHideHostWaits(0);
+  }
+  HiddenHostWaits(const HiddenHostWaits&) = delete;
+  HiddenHostWaits& operator=(const HiddenHostWaits&) = delete;
+
+ private:
+  const bool hidden_;
+};
+
 // Runs `kernel()` on `device`'s current stream after the work already queued there, and returns when
 // it is done: for work whose results the host needs at once (an operator's output shapes, a copy into
 // pageable memory), so it is a host wait (beforeHostWait) whether or not the stream is busy. The calling
@@ -55,8 +83,9 @@ extern std::atomic<bool> g_async_error_pending;
 // it as work of the stream, named `name`.
 template <class Kernel>
 void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
-                    fooActivityKind kind = fooActivityKindKernel) {
+                    fooActivityKind kind = fooActivityKindKernel, HostWait wait = HostWait::kAsOnCuda) {
   beforeHostWait(name);
+  const HiddenHostWaits hidden(wait == HostWait::kFooOnly);
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   const fooStream_t stream = currentStream(device);
   const fooError_t state = fooStreamQuery(device, stream);
@@ -71,11 +100,14 @@ void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
   } call{&kernel, nullptr};
   const auto run = [](void* arg) {
     auto* c = static_cast<Call*>(arg);
+    const bool outer = detail::t_running_after_stream;
+    detail::t_running_after_stream = true;
     try {
       (*c->kernel)();
     } catch (...) {
       c->error = std::current_exception();
     }
+    detail::t_running_after_stream = outer;
   };
   FOO_CHECK(fooStreamRunSynchronous(device, stream, run, &call, kind, name));
   if (call.error) std::rethrow_exception(call.error);

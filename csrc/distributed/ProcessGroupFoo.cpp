@@ -6,9 +6,12 @@
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 
+#include <algorithm>
+
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
 #include "device/Launch.h"
+#include "device/Sanitizer.h"
 #include "execution/KernelViews.h"
 
 namespace foo {
@@ -306,7 +309,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
   const c10::DeviceIndex index = device.index();
   const FooStream comm = commStream(index, false);
   const FooStream caller = FooStream::current(index);
-  if (!ordered_callers_->contains(caller)) {
+  // Under the sanitizer always: a call foo ran at once on the caller's stream counts no launch, but is one
+  // (CUDA would have queued it) that the sanitizer must see the collective ordered after.
+  if (sanitizer::enabled() || !ordered_callers_->contains(caller)) {
     c10::Event after_caller(c10::DeviceType::PrivateUse1);
     after_caller.record(caller.unwrap());
     after_caller.block(comm.unwrap());
@@ -315,6 +320,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFoo::launch(OpType type, const std::v
   auto state = std::make_shared<LaunchState>();
   const bool point_to_point = completion == Completion::PointToPoint;
   const std::string kernel_name = "fccl:" + c10d::opTypeToString(type);  // as NCCL's kernels show in a profile
+  if (sanitizer::enabled()) {
+    // The collective reads its inputs and writes its outputs on the communication stream.
+    c10::StreamGuard on_comm(comm.unwrap());
+    sanitizer::LaunchAccesses accesses;
+    for (const at::Tensor& t : tensors) {
+      accesses.add(t, std::any_of(outputs.begin(), outputs.end(), [&](const at::Tensor& out) {
+        return out.defined() && t.defined() && out.storage().is_alias_of(t.storage());
+      }));
+    }
+    accesses.check(index, kernel_name.c_str());
+  }
   enqueueOn(comm, kernel_name, [start = std::move(start), gloo = device_gloo_, state, point_to_point] {
     state->run([&] {
       auto work = start(*gloo);

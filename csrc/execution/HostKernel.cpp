@@ -141,6 +141,7 @@ void HostKernelCall::signHostInput(const at::Tensor& t, TensorUse use) {
   if (mutated || (use != TensorUse::kIndices && t.dim() != 0)) host_conflict_ = t.device();
   if (mutated || t.dim() != 0 || t.device().type() != c10::kCPU) {
     signature_.forbid();  // a queued kernel would read host memory the caller may change meanwhile
+    cuda_waits_ = true;   // CUDA copies it from pageable memory, waiting
   } else {
     signature_.hostScalar(t.scalar_type(), t.unsafeGetTensorImpl()->is_wrapped_number());
   }
@@ -162,6 +163,12 @@ void HostKernelCall::prepare() {
   if (device_ < 0) device_ = currentDevice();
   if (device_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *device_conflict_);
   if (host_conflict_) raiseMixedDevices(op_name_, fooDevice(device_), *host_conflict_);
+}
+
+void HostKernelCall::sanitizeArguments() {
+  sanitizer::LaunchAccesses accesses;
+  for (const Alias& a : aliases_) accesses.add(*a.foo, a.written);
+  accesses.check(device_, op_name_);
 }
 
 bool HostKernelCall::mayQueue() {
@@ -361,6 +368,7 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
     // Born on the device during the kernel: the storage itself becomes a foo storage, no copy.
     impl->set_data_ptr_noswap(kernelViewToDevice(impl->set_data_ptr(c10::DataPtr()), device_));
     impl->set_allocator(&cachingAllocator());
+    if (sanitizer::enabled()) recordWritten(kernel_storage);
     return kernel_storage;
   }
   // Host memory the kernel did not allocate through us (a CPU scalar argument it returned, say). A
@@ -372,11 +380,20 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
     void* dest = fooKernelAddress(device_ptr.get());
     const void* src = impl->data_ptr().get();
     const size_t n = impl->nbytes();
-    runAfterStream(device_, "Memcpy HtoD (Pageable -> Device)", [&] { std::memcpy(dest, src, n); }, fooActivityKindMemcpy);
+    runAfterStream(device_, "Memcpy HtoD (Pageable -> Device)", [&] { std::memcpy(dest, src, n); }, fooActivityKindMemcpy,
+                   cuda_waits_ ? HostWait::kAsOnCuda : HostWait::kFooOnly);
   }
-  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
-                                                            std::move(device_ptr), &cachingAllocator(),
-                                                            /*resizable=*/true));
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+                                                             std::move(device_ptr), &cachingAllocator(),
+                                                             /*resizable=*/true));
+  if (sanitizer::enabled()) recordWritten(storage);
+  return storage;
+}
+
+void HostKernelCall::recordWritten(const c10::Storage& storage) const {
+  sanitizer::LaunchAccesses written;
+  written.bytes(storage.data(), storage.nbytes(), /*written=*/true);
+  written.record(device_, op_name_);
 }
 
 void HostKernelCall::syncArguments() {
@@ -401,6 +418,7 @@ void HostKernelCall::syncArguments() {
       foo_storage->set_data_ptr_noswap(
           kernelViewToDevice(view_storage->set_data_ptr(c10::DataPtr(kernel, c10::Device(c10::kCPU))), device_));
       foo_storage->set_nbytes(view_storage->nbytes());
+      if (sanitizer::enabled()) recordWritten(foo_impl->storage());
     }
     if (view->sizes() != foo_impl->sizes() || view->strides() != foo_impl->strides() ||
         view->storage_offset() != foo_impl->storage_offset()) {

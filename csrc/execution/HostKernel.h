@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "device/Launch.h"
+#include "device/Sanitizer.h"
 #include "execution/KernelViews.h"
 #include "execution/QueuedLaunch.h"
 
@@ -86,8 +87,12 @@ class HostKernelCall {
     signature_.add(value);
     return value;
   }
-  // The call has outputs that depend on values: it must not be queued.
-  void keepSynchronous() { signature_.forbid(); }
+  // The call has outputs that depend on values, or reads values on the host: it must not be queued, and the
+  // host waits for it as on CUDA.
+  void keepSynchronous() {
+    signature_.forbid();
+    cuda_waits_ = true;
+  }
   // The operator's numbers only scale or bound values (numbersOnlyScale): call it before the arguments.
   void signNumbersByRange() { signature_.signNumbersByRange(); }
   // The call draws random numbers: queued like any call, it draws when it runs, in launch order (see
@@ -105,18 +110,20 @@ class HostKernelCall {
   template <class Kernel>
   void run(Kernel&& kernel) {
     prepare();
+    if (sanitizer::enabled()) sanitizeArguments();
     const c10::DeviceIndex device = device_;
     const std::string name = profiledKernelName();
     runAfterStream(device, name.empty() ? op_name_ : name.c_str(), [&] {
       RedirectHostAllocations redirect(device);
       kernel();
-    });
+    }, fooActivityKindKernel, cuda_waits_ ? HostWait::kAsOnCuda : HostWait::kFooOnly);
   }
   // Queues `kernel` on the current stream: it owns what it uses (kernel views of arguments and of outputs
   // allocated beforehand), as a kernel whose outputs are known before it runs (foo_backend.ops).
   template <class Kernel>
   void queue(Kernel&& kernel) {
     prepare();
+    if (sanitizer::enabled()) sanitizeArguments();
     const std::string name = profiledKernelName();
     enqueueOnStream(device_, name.empty() ? nullptr : name.c_str(), std::forward<Kernel>(kernel));
   }
@@ -215,6 +222,8 @@ class HostKernelCall {
   void signHostInput(const at::Tensor& cpu_tensor, TensorUse use);
   at::Tensor hostValue(const at::Tensor& cpu_tensor, TensorUse use);
   void prepare();
+  // Checks the foo arguments' accesses as the next launch (torch.foo.sanitizer): raises on a hazard.
+  void sanitizeArguments();
   void joinDevice(c10::Device device);
   at::Tensor* argumentMeta(const at::Tensor& argument);  // the meta tensor of a foo argument, or nullptr
   // Whether the kernel's change to the argument in `slot`, seen by syncArguments(), is one a plan can make in
@@ -224,6 +233,8 @@ class HostKernelCall {
   // would; a kernel view made already follows.
   void resizeAsPlanned(size_t slot, const TensorLayout& resize);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
+  // Tells the sanitizer that the call wrote a storage it gave the device (a result born during the kernel).
+  void recordWritten(const c10::Storage& storage) const;
 
   const char* op_name_;
   LaunchSignature signature_;
@@ -234,6 +245,8 @@ class HostKernelCall {
   c10::SmallVector<SparseAlias, 2> sparse_aliases_;
   bool draws_random_numbers_ = false;
   bool unplannable_changes_ = false;  // syncArguments() saw changes to arguments no plan can make
+  // CUDA's host waits for this call too (keepSynchronous(), host tensors to copy), not only foo's.
+  bool cuda_waits_ = false;
 };
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }

@@ -109,6 +109,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   if (!host_side && src.storage().is_alias_of(dst.storage())) shared = dst_view.storage();
   at::Tensor src_view = isFoo(src) ? kernelView(src, shared) : (async ? hostAlias(src) : src);
   const char* name = copyName(isFoo(src), isFoo(dst), pinned_host);
+  if (sanitizer::enabled()) {
+    sanitizer::LaunchAccesses accesses;
+    accesses.read(src);
+    accesses.write(dst);
+    accesses.check(device, name);
+  }
   if (!async) {
     runAfterStream(device, name, [&] {
       at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_view, src_view, false);

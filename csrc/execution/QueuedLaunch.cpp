@@ -297,6 +297,7 @@ at::Tensor freshOutput(const LaunchPlan::Output& spec, c10::DeviceIndex device) 
 LaunchOutputs QueuedLaunch::queue(std::unique_ptr<QueuedLaunch> launch, HostKernelCall& call,
                                   std::shared_ptr<LaunchPlan> plan, bool views_on_worker) {
   const c10::DeviceIndex device = call.device_;
+  if (sanitizer::enabled()) call.sanitizeArguments();
   for (const LaunchPlan::Resize& resize : plan->resized) {
     call.resizeAsPlanned(resize.argument, resize.layout);
     const HostKernelCall::Alias& a = call.aliases_[resize.argument];
@@ -321,6 +322,15 @@ LaunchOutputs QueuedLaunch::queue(std::unique_ptr<QueuedLaunch> launch, HostKern
     int capturing = 0;
     FOO_CHECK(fooStreamIsCapturing(device, currentStream(device), &capturing));
     if (capturing != 0) launch->kept_ = std::make_unique<KeptViews>();
+  }
+  if (sanitizer::enabled()) {
+    // Memory allocated for this launch, which it writes.
+    sanitizer::LaunchAccesses written;
+    for (const LaunchPlan::Resize& resize : plan->resized) written.write(*call.aliases_[resize.argument].foo);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (plan->outputs[i].kind == LaunchPlan::Output::kFresh) written.write(outputs[i]);
+    }
+    written.record(device, call.op_name_);
   }
   launch->plan_from_meta_ = plan->from_meta;
   launch->plan_ = std::move(plan);

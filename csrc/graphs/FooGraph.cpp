@@ -11,6 +11,7 @@
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
 #include "device/Generator.h"
+#include "device/Sanitizer.h"
 #include "device/Stream.h"
 #include "graphs/FooGraph.h"
 
@@ -67,6 +68,7 @@ class FooGraphImpl final : public at::GraphImplInterface {
   void replay() override {
     TORCH_CHECK(graph_ != nullptr, "foo graph: replay() needs a captured graph (capture_begin/capture_end first)");
     const fooStream_t stream = currentStream(device_);
+    if (sanitizer::enabled()) sanitizer::checkGraphLaunch(graph_, device_);
     FOO_CHECK(fooGraphLaunch(graph_, device_, stream));
     if (draws_random_numbers_) noteLaunchedDraws(device_, stream);
   }

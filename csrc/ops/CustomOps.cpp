@@ -33,15 +33,11 @@ class KernelLaunch {
  public:
   explicit KernelLaunch(const char* op) : call_(op) {}
 
-  at::Tensor operator()(const at::Tensor& t) {
-    return kOnFoo ? call_.argument(t) : t;  // a host tensor raises at run(): mixed devices
-  }
-  std::vector<at::Tensor> operator()(at::TensorList ts) {
-    std::vector<at::Tensor> out;
-    out.reserve(ts.size());
-    for (const at::Tensor& t : ts) out.push_back((*this)(t));
-    return out;
-  }
+  // A tensor the implementation reads; written(): one it writes (an output, or an argument it mutates).
+  at::Tensor operator()(const at::Tensor& t) { return argument(t, HostKernelCall::TensorUse::kInput); }
+  at::Tensor written(const at::Tensor& t) { return argument(t, HostKernelCall::TensorUse::kMutated); }
+  std::vector<at::Tensor> operator()(at::TensorList ts) { return arguments(ts, HostKernelCall::TensorUse::kInput); }
+  std::vector<at::Tensor> written(at::TensorList ts) { return arguments(ts, HostKernelCall::TensorUse::kMutated); }
   template <class Body>
   void run(Body&& body) {
     if (kOnFoo) {
@@ -52,6 +48,15 @@ class KernelLaunch {
   }
 
  private:
+  at::Tensor argument(const at::Tensor& t, HostKernelCall::TensorUse use) {
+    return kOnFoo ? call_.argument(t, use) : t;  // a host tensor raises at run(): mixed devices
+  }
+  std::vector<at::Tensor> arguments(at::TensorList ts, HostKernelCall::TensorUse use) {
+    std::vector<at::Tensor> out;
+    out.reserve(ts.size());
+    for (const at::Tensor& t : ts) out.push_back(argument(t, use));
+    return out;
+  }
   HostKernelCall call_;
 };
 
@@ -81,7 +86,7 @@ at::Tensor rmsNorm(const at::Tensor& input, const at::Tensor& weight, double eps
   checkRmsNormArgs("foo::rms_norm", input, weight);
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   KernelLaunch<kOnFoo> launch("foo::rms_norm");
-  at::Tensor x = launch(input), w = launch(weight), y = launch(output);
+  at::Tensor x = launch(input), w = launch(weight), y = launch.written(output);
   launch.run([=]() mutable {
     const at::Tensor xc = x.contiguous(), wc = w.contiguous();
     const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
@@ -113,7 +118,7 @@ std::tuple<at::Tensor, at::Tensor> rmsNormBackward(const at::Tensor& grad, const
   at::Tensor grad_weight = at::empty_like(weight, at::MemoryFormat::Contiguous);
   KernelLaunch<kOnFoo> launch("foo::rms_norm_backward");
   at::Tensor g = launch(grad), x = launch(input), w = launch(weight);
-  at::Tensor gx = launch(grad_input), gw = launch(grad_weight);
+  at::Tensor gx = launch.written(grad_input), gw = launch.written(grad_weight);
   launch.run([=]() mutable {
     const at::Tensor gc = g.contiguous(), xc = x.contiguous(), wc = w.contiguous();
     const int64_t n = x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
@@ -152,7 +157,7 @@ void addGelu_(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(at::is_expandable_to(other.sizes(), self.sizes()), "foo::add_gelu_: other of shape ", other.sizes(),
               " does not broadcast to self of shape ", self.sizes());
   KernelLaunch<kOnFoo> launch("foo::add_gelu_");
-  at::Tensor s = launch(self), o = launch(other);
+  at::Tensor s = launch.written(self), o = launch(other);
   launch.run([=]() mutable {
     at::Tensor sc = s.contiguous();
     const at::Tensor oc = o.expand(s.sizes()).contiguous();
@@ -194,7 +199,7 @@ void sgdStep_(at::TensorList params, at::TensorList grads, at::TensorList moment
                 " must be floating point, got ", params[i].scalar_type());
   }
   KernelLaunch<kOnFoo> launch("foo::sgd_step_");
-  std::vector<at::Tensor> p = launch(params), g = launch(grads), b = launch(momentum_buffers);
+  std::vector<at::Tensor> p = launch.written(params), g = launch(grads), b = launch.written(momentum_buffers);
   launch.run([=]() mutable {
     for (size_t i = 0; i < p.size(); ++i) {
       AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p[i].scalar_type(), "foo::sgd_step_", [&] {

@@ -79,6 +79,7 @@ const char* fooGetErrorString(fooError_t error) {
     case fooErrorNotReady: return "device not ready";
     case fooErrorInitialization: return "initialization error";
     case fooErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case fooErrorHazard: return "the sanitizer found a hazard";
     case fooErrorForkedProcess:
       return "Cannot re-initialize foo in forked subprocess. To use foo with multiprocessing, you must use the "
              "'spawn' start method";

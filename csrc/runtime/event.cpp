@@ -61,14 +61,19 @@ fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
     state->captured_in.reset();
     generation = ++state->recorded;
   }
+  sanitizer::eventRecorded(state->sanitizer_clock, device, stream);
   return launchClosure(device, stream, [state, generation] { state->complete(generation); }, /*marker=*/true);
 }
 
 fooError_t fooEventQuery(fooEvent_t event) {
   if (event == nullptr) return fooErrorInvalidValue;
-  std::lock_guard<std::mutex> lock(event->state->mutex);
-  if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
-  return event->state->completed >= event->state->recorded ? fooSuccess : fooErrorNotReady;
+  {
+    std::lock_guard<std::mutex> lock(event->state->mutex);
+    if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
+    if (event->state->completed < event->state->recorded) return fooErrorNotReady;
+  }
+  sanitizer::hostWaitedForEvent(event->state->sanitizer_clock);
+  return fooSuccess;
 }
 
 fooError_t fooEventSynchronize(fooEvent_t event) {
@@ -80,6 +85,7 @@ fooError_t fooEventSynchronize(fooEvent_t event) {
     generation = event->state->recorded;
   }
   event->state->waitFor(generation);
+  sanitizer::hostWaitedForEvent(event->state->sanitizer_clock);
   return fooSuccess;
 }
 
@@ -103,6 +109,7 @@ fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event) 
   }
   // A capture waits only on its own points: work outside it would not be in its replays.
   if (streamCapturing(device, stream)) return fooErrorStreamCaptureUnsupported;
+  sanitizer::streamWaitedForEvent(device, stream, state->sanitizer_clock);
   if (done) return fooSuccess;  // nothing to wait for
   return launchClosure(device, stream, [state, generation] { state->waitFor(generation); });
 }

@@ -53,6 +53,7 @@
 //   fooActivityPushExternalCorrelationId  CUPTI's cuptiActivityPushExternalCorrelationId
 //   fooActivityPopExternalCorrelationId   CUPTI's cuptiActivityPopExternalCorrelationId
 //   fooActivityFlush                      CUPTI's cuptiActivityFlushAll, with its buffer callbacks
+//   fooSanitizer*                         compute-sanitizer's racecheck and initcheck, at the launch level
 #pragma once
 
 #include <cstddef>
@@ -71,6 +72,8 @@ typedef enum fooError {
   fooErrorForkedProcess = 6,
   // The call would wait for, or add host work to, a stream that is capturing a graph.
   fooErrorStreamCaptureUnsupported = 7,
+  // The sanitizer found a hazard (fooSanitizerGetLastHazard describes it).
+  fooErrorHazard = 8,
 } fooError_t;
 
 const char* fooGetErrorString(fooError_t error);
@@ -237,5 +240,81 @@ fooError_t fooActivityPopExternalCorrelationId(uint64_t* id);
 // Calls `callback` for each record of completed work (launch records too), oldest first, and forgets them.
 typedef void (*fooActivityCallback)(const fooActivityRecord* record, void* user_data);
 fooError_t fooActivityFlush(fooActivityCallback callback, void* user_data);
+
+// ---- Sanitizer ----------------------------------------------------------------------------------
+// Finds races between streams and reads of uninitialised memory deterministically, where a GPU shows them
+// only when timing exposes them. A launcher declares the device bytes each launch reads and writes
+// (fooSanitizerCheckLaunch, just before launching it); the runtime orders launches by what orders them:
+// a stream's launch order, event records and waits, graph launches, and the host's waits (stream, event and
+// device synchronizations, and queries that found the work done, after which every later launch comes
+// after that work), with a vector clock per stream. An access conflicts with an access of another stream
+// to overlapping bytes that it is not ordered after when one of them writes. The caching allocator declares
+// its frees and allocations: an allocation of bytes that a launch not ordered before it may still use is
+// a hazard too (memory freed without record_stream, then reused). With fooSanitizerInitialization, a read
+// of bytes not written since their allocation is one. While no check is enabled every call below but
+// fooSanitizerEnable and fooSanitizerGetChecks does nothing, and the runtime's own calls pay one load.
+typedef enum fooSanitizerCheck {
+  fooSanitizerRaces = 1,           // unordered conflicting accesses, and reuse of memory still in use
+  fooSanitizerInitialization = 2,  // reads of bytes never written since their allocation
+} fooSanitizerCheck;
+typedef struct fooMemoryAccess {
+  const void* address;  // a device address
+  size_t bytes;
+  int write;            // 0: read, 1: written (a write that also reads is declared as a write)
+} fooMemoryAccess;
+typedef enum fooHazardKind {
+  fooHazardReadAfterWrite = 1,    // reads bytes another stream's unordered launch writes
+  fooHazardWriteAfterRead = 2,    // writes bytes another stream's unordered launch reads
+  fooHazardWriteAfterWrite = 3,   // writes bytes another stream's unordered launch writes
+  fooHazardUninitializedRead = 4, // reads bytes never written since their allocation
+  fooHazardReuse = 5,             // allocates freed bytes that another stream's unordered launch uses
+} fooHazardKind;
+// What the sanitizer found. A context is what the launcher passed with a launch, allocation or free (its
+// description: an operator, a stack): the runtime keeps it while it remembers what it describes, holding it
+// with the callbacks of fooSanitizerSetContextCallbacks.
+typedef struct fooHazard {
+  fooHazardKind kind;
+  int device;
+  fooStream_t stream;
+  void* context;          // of the launch or allocation that found the hazard
+  size_t access;          // its access in conflict (an index into its accesses; 0 for an allocation)
+  const void* address;    // the first bytes in conflict
+  size_t bytes;
+  // The other side (none for fooHazardUninitializedRead: prior_context is null).
+  void* prior_context;
+  size_t prior_access;
+  int prior_write;
+  int prior_device;
+  fooStream_t prior_stream;
+  void* free_context;     // fooHazardReuse: the free of the bytes
+} fooHazard;
+typedef void* (*fooContextRetainFn)(void* context);
+// Enables the checks (fooSanitizerCheck bits; 0 turns the sanitizer off and forgets what it knew). Enable
+// it before the first launch: it knows nothing of earlier work.
+fooError_t fooSanitizerEnable(unsigned checks);
+unsigned fooSanitizerGetChecks(void);
+// How the runtime holds and lets go of contexts (both may be null: contexts are then not owned).
+fooError_t fooSanitizerSetContextCallbacks(fooContextRetainFn retain, fooReleaseFn release);
+// Checks the accesses of the calling thread's next launch on the stream and, when none is a hazard,
+// records them; else returns fooErrorHazard and records nothing. While the stream captures, the accesses
+// are kept with the graph, for fooSanitizerCheckGraphLaunch.
+fooError_t fooSanitizerCheckLaunch(int device, fooStream_t stream, const fooMemoryAccess* accesses, size_t count,
+                                   void* context);
+// Records the accesses without checking them (after a hazard the caller only reported).
+fooError_t fooSanitizerRecordLaunch(int device, fooStream_t stream, const fooMemoryAccess* accesses, size_t count,
+                                    void* context);
+// The same for a graph launch: the accesses its capture kept, as one launch on the stream, after the graph's
+// previous launch.
+fooError_t fooSanitizerCheckGraphLaunch(fooGraph_t graph, int device, fooStream_t stream);
+fooError_t fooSanitizerRecordGraphLaunch(fooGraph_t graph, int device, fooStream_t stream);
+// The caching allocator's frees (bytes returned to its cache, reusable on `stream`) and allocations (bytes
+// handed out for use on `stream`: checked for fooHazardReuse; always recorded, as unwritten bytes).
+fooError_t fooSanitizerFree(int device, fooStream_t stream, const void* address, size_t bytes, void* context);
+fooError_t fooSanitizerAllocate(int device, fooStream_t stream, const void* address, size_t bytes, void* context);
+// While the calling thread hides its host waits (hide > 0; calls nest), they order nothing: for waits the
+// launcher makes that the program it runs would not (a launch it runs at once where a GPU queues it).
+fooError_t fooSanitizerHideHostWaits(int hide);
+// The calling thread's last hazard; its contexts stay valid until the thread's next sanitizer call.
+fooError_t fooSanitizerGetLastHazard(fooHazard* hazard);
 
 }  // extern "C"

@@ -85,6 +85,16 @@ fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream) {
   return error;
 }
 
+fooError_t fooSanitizerCheckGraphLaunch(fooGraph_t graph, int device, fooStream_t stream) {
+  if (graph == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
+  return sanitizer::graphLaunched(graph->nodes->sanitized, graph->launches->sanitizer_clock, device, stream, true);
+}
+
+fooError_t fooSanitizerRecordGraphLaunch(fooGraph_t graph, int device, fooStream_t stream) {
+  if (graph == nullptr || !validStream(device, stream)) return fooErrorInvalidValue;
+  return sanitizer::graphLaunched(graph->nodes->sanitized, graph->launches->sanitizer_clock, device, stream, false);
+}
+
 fooError_t fooGraphDestroy(fooGraph_t graph) {
   delete graph;
   return fooSuccess;

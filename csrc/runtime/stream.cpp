@@ -579,7 +579,10 @@ fooError_t fooStreamRunSynchronous(int device, fooStream_t stream, fooKernelFn f
   if (!validStream(device, stream) || kind == fooActivityKindRuntime) return fooErrorInvalidValue;
   Stream& queue = streamOf(device, stream);
   if (queue.capturing()) return fooErrorStreamCaptureUnsupported;
-  return queue.runSynchronous(traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous"), fn, arg);
+  const fooError_t error =
+      queue.runSynchronous(traceLaunch(device, stream, kind, name, "fooStreamRunSynchronous"), fn, arg);
+  if (error == fooSuccess) sanitizer::hostWaitedForStream(device, stream);
+  return error;
 }
 
 fooError_t fooStreamGetLaunchCount(int device, fooStream_t stream, uint64_t* count) {
@@ -592,13 +595,17 @@ fooError_t fooStreamGetLaunchCount(int device, fooStream_t stream, uint64_t* cou
 fooError_t fooStreamQuery(int device, fooStream_t stream) {
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  return streamOf(device, stream).query();
+  const fooError_t state = streamOf(device, stream).query();
+  if (state == fooSuccess) sanitizer::hostWaitedForStream(device, stream);
+  return state;
 }
 
 fooError_t fooStreamSynchronize(int device, fooStream_t stream) {
   if (!validStream(device, stream)) return fooErrorInvalidValue;
   if (const fooError_t error = ensureInitialized(); error != fooSuccess) return error;
-  return streamOf(device, stream).synchronize();
+  const fooError_t error = streamOf(device, stream).synchronize();
+  if (error == fooSuccess) sanitizer::hostWaitedForStream(device, stream);
+  return error;
 }
 
 fooError_t fooDeviceSynchronize(int device) {
@@ -608,6 +615,7 @@ fooError_t fooDeviceSynchronize(int device) {
   for (Stream& stream : g_devices[device].streams) {
     if (const fooError_t error = stream.synchronize(); error != fooSuccess) return error;  // a capture began meanwhile
   }
+  sanitizer::hostWaitedForDevice(device);
   return fooSuccess;
 }
 

@@ -17,6 +17,7 @@
 
 #include "foo_runtime.h"
 #include "internal.h"
+#include "sanitizer.h"
 
 namespace foo_runtime {
 
@@ -54,6 +55,7 @@ struct GraphNodes {
   std::vector<Stream*> joined;
   bool capturing = true;
   std::vector<Node> nodes;
+  std::vector<sanitizer::CapturedAccesses> sanitized;  // the sanitizer's record of the nodes' accesses
   void run() const {
     for (const Node& node : nodes) node.fn(node.arg);
   }
@@ -107,6 +109,8 @@ struct EventState {
   std::weak_ptr<foo_runtime::GraphNodes> captured_in;
   bool enable_timing = false;
   std::chrono::steady_clock::time_point time;
+  // The sanitizer's clock of the latest record (guarded by the sanitizer's lock).
+  foo_runtime::sanitizer::Clock sanitizer_clock;
 
   void complete(uint64_t generation) {
     {

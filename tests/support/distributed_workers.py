@@ -882,3 +882,24 @@ def invalid_sizes(kind):
     result["after"] = check
     return result
 
+
+
+def sanitizer_reads_an_all_reduce_result(waits):
+    """Under torch.foo.sanitizer: all-reduces a tensor (on the communication stream) and reads it on the
+    default stream, after ``work.wait()`` or not. Returns the sanitizer's message ("" when silent) and the
+    value read."""
+    torch.foo.synchronize()
+    torch.foo.sanitizer.enable()
+    try:
+        t = torch.full((8,), float(dist.get_rank() + 1), device="foo")
+        work = dist.all_reduce(t, async_op=True)
+        if waits:
+            work.wait()
+        try:
+            return {"message": "", "read": (t * 2).cpu()}
+        except RuntimeError as e:
+            work.wait()
+            return {"message": str(e), "read": None}
+    finally:
+        torch.foo.synchronize()
+        torch.foo.sanitizer.disable()

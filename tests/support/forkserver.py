@@ -68,7 +68,8 @@ if request is not None:
 
 
 # Variables that torch, foo, their libraries or Python may read before a script's first line.
-_READ_AT_START = ("TORCH", "PYTORCH", "PYTHON", "FOO_DEVICE", "FOO_LAUNCH", "OMP", "MKL", "KMP", "LD_")
+_READ_AT_START = ("TORCH", "PYTORCH", "PYTHON", "FOO_DEVICE", "FOO_LAUNCH", "FOO_SANITIZER", "OMP", "MKL", "KMP",
+                  "LD_")
 
 
 def forkable_env(env):
