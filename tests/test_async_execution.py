@@ -812,6 +812,30 @@ def test_an_injected_launch_failure_is_raised_at_the_next_synchronization():
     del y
 
 
+def test_a_lost_device_fails_every_use_and_leaves_the_others_and_the_allocator_usable():
+    x = torch.arange(4.0, device="foo:1")
+    on_zero = torch.arange(4.0, device="foo:0")
+    _warm(lambda: (x + 1, x * 2))
+    before = torch.foo.memory_allocated(1)
+    torch.foo.faults.lose_device(after=1, device=1)
+    try:
+        y = x + 1  # the launch before the loss
+        lost = "foo:1 was lost: the device stopped responding"
+        for use in (lambda: x * 2, lambda: torch.ones(3, device="foo:1"), lambda: y.cpu(),
+                    lambda: torch.foo.synchronize(1), lambda: on_zero.to("foo:1")):
+            with pytest.raises(RuntimeError, match=lost):
+                use()
+        # The other device goes on, and the lost device's tensors can still be freed.
+        assert torch.equal((on_zero * 2).cpu(), torch.arange(4.0) * 2)
+        del y
+        assert torch.foo.memory_allocated(1) == before
+    finally:
+        torch.foo.faults.restore_device(1)
+    assert torch.equal((x * 2).cpu(), torch.arange(4.0) * 2)
+    with pytest.raises(ValueError, match="non-negative"):
+        torch.foo.faults.lose_device(after=-1)
+
+
 def test_an_injected_launch_failure_of_a_call_that_raises_is_not_reported():
     x = torch.ones(4, device="foo")
     torch.foo.faults.fail_launch("aten::mul")

@@ -220,6 +220,8 @@ PYBIND11_MODULE(_C, m) {
     cachingAllocator().failAllocation(checkedIndex(device), allocations);
   });
   m.def("_fail_launch", [](std::string op, int device) { armLaunchFailure(checkedIndex(device), std::move(op)); });
+  m.def("_lose_device", [](int64_t launches, int device) { loseDevice(checkedIndex(device), launches); });
+  m.def("_restore_device", [](int device) { restoreDevice(checkedIndex(device)); });
   m.def("_empty_cache", [] { cachingAllocator().emptyCache(); });
   m.def("_record_memory_history", &recordMemoryHistory);
   m.def("_register_graph_impl", &registerGraphImpl);

@@ -573,6 +573,7 @@ c10::DataPtr CachingAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes
   if (nbytes == 0) return c10::DataPtr(nullptr, where);
   // Cached blocks need no runtime call, but in a forked child they are the parent's memory.
   if (C10_UNLIKELY(fooIsInBadFork())) FOO_CHECK(fooErrorForkedProcess);
+  checkDeviceNotLost(device);
   const fooStream_t stream = currentStream(device);
   const allocator::Block* block = deviceCache(device).malloc(nbytes, stream);
   c10::DataPtr owned = ownedDataPtr(block->ptr, device);

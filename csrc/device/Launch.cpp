@@ -74,11 +74,13 @@ void checkAsyncErrors(c10::DeviceIndex device) {
 }
 
 void synchronizeStream(c10::DeviceIndex device, fooStream_t stream) {
+  checkDeviceNotLost(device);
   FOO_CHECK(fooStreamSynchronize(device, stream));
   checkAsyncErrors(device);
 }
 
 void synchronizeDevice(c10::DeviceIndex device) {
+  checkDeviceNotLost(device);
   FOO_CHECK(fooDeviceSynchronize(device));
   checkAsyncErrors(device);
 }
@@ -114,6 +116,63 @@ void failInjectedLaunch(c10::DeviceIndex device, const char* op) {
   };
   QueuedWork::enqueueBehindErrors(std::make_unique<QueuedKernel<decltype(fail)>>(fail), device, "injected failure");
 }
+
+namespace detail {
+std::atomic<bool> g_device_loss_armed{false};
+}  // namespace detail
+
+namespace {
+struct DeviceLoss {
+  int64_t launches_left = -1;  // armed: the launches that succeed before the loss
+  bool lost = false;
+};
+std::mutex g_device_loss_mutex;
+DeviceLoss g_device_loss[FOO_MAX_DEVICES];
+
+void refreshDeviceLossArmed() {
+  bool armed = false;
+  for (const DeviceLoss& loss : g_device_loss) armed = armed || loss.lost || loss.launches_left >= 0;
+  detail::g_device_loss_armed = armed;
+}
+
+[[noreturn]] void raiseLost(c10::DeviceIndex device) {
+  TORCH_CHECK(false, "foo:", static_cast<int>(device), " was lost: the device stopped responding (injected by "
+              "torch.foo.faults.lose_device); every launch, allocation or synchronization on it fails");
+}
+}  // namespace
+
+void loseDevice(c10::DeviceIndex device, int64_t launches) {
+  std::lock_guard<std::mutex> lock(g_device_loss_mutex);
+  g_device_loss[device].launches_left = launches;
+  refreshDeviceLossArmed();
+}
+
+void restoreDevice(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(g_device_loss_mutex);
+  g_device_loss[device] = DeviceLoss{};
+  refreshDeviceLossArmed();
+}
+
+namespace detail {
+void countLaunchTowardsLoss(c10::DeviceIndex device) {
+  {
+    std::lock_guard<std::mutex> lock(g_device_loss_mutex);
+    DeviceLoss& loss = g_device_loss[device];
+    if (!loss.lost && loss.launches_left >= 0 && loss.launches_left-- == 0) loss.lost = true;
+    if (!loss.lost) return;
+  }
+  raiseLost(device);
+}
+
+void raiseIfLost(c10::DeviceIndex device) {
+  bool lost = false;
+  {
+    std::lock_guard<std::mutex> lock(g_device_loss_mutex);
+    lost = g_device_loss[device].lost;
+  }
+  if (lost) raiseLost(device);
+}
+}  // namespace detail
 
 namespace {
 
@@ -192,6 +251,7 @@ unsigned KernelThreadSettings::denormalFlags() {
 
 void QueuedWork::enqueue(std::unique_ptr<QueuedWork> work, c10::DeviceIndex device, const char* name,
                          fooActivityKind kind) {
+  beforeLaunchOn(device);
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);
   enqueueBehindErrors(std::move(work), device, name, kind);
 }

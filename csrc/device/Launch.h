@@ -42,6 +42,25 @@ extern std::atomic<bool> g_launch_failure_armed;
 }  // namespace detail
 inline bool launchFailureArmed() { return detail::g_launch_failure_armed.load(std::memory_order_relaxed); }
 
+// Fault injection (torch.foo.faults.lose_device): after `launches` more launches on `device`, the device is
+// lost, as a GPU that stops responding: that launch and every later launch, allocation or synchronization on
+// it raise, until restoreDevice() (no GPU comes back; a test needs its device again). Freeing still works, and
+// the other devices go on.
+void loseDevice(c10::DeviceIndex device, int64_t launches);
+void restoreDevice(c10::DeviceIndex device);
+namespace detail {
+extern std::atomic<bool> g_device_loss_armed;
+void countLaunchTowardsLoss(c10::DeviceIndex device);
+void raiseIfLost(c10::DeviceIndex device);
+}  // namespace detail
+// A launch on `device` (counts towards an armed loss), and any other use of it: both raise once it is lost.
+inline void beforeLaunchOn(c10::DeviceIndex device) {
+  if (C10_UNLIKELY(detail::g_device_loss_armed.load(std::memory_order_relaxed))) detail::countLaunchTowardsLoss(device);
+}
+inline void checkDeviceNotLost(c10::DeviceIndex device) {
+  if (C10_UNLIKELY(detail::g_device_loss_armed.load(std::memory_order_relaxed))) detail::raiseIfLost(device);
+}
+
 namespace detail {
 void recordAsyncError(c10::DeviceIndex device, std::exception_ptr error);
 extern std::atomic<bool> g_async_error_pending;
@@ -84,6 +103,7 @@ class HiddenHostWaits {
 template <class Kernel>
 void runAfterStream(c10::DeviceIndex device, const char* name, Kernel&& kernel,
                     fooActivityKind kind = fooActivityKindKernel, HostWait wait = HostWait::kAsOnCuda) {
+  beforeLaunchOn(device);
   beforeHostWait(name);
   const HiddenHostWaits hidden(wait == HostWait::kFooOnly);
   if (detail::g_async_error_pending.load(std::memory_order_relaxed)) checkAsyncErrors(device);

@@ -166,9 +166,14 @@ void HostKernelCall::prepare() {
 }
 
 void HostKernelCall::sanitizeArguments() {
-  sanitizer::LaunchAccesses accesses;
+  sanitizer::LaunchAccesses& accesses = sanitized();
   for (const Alias& a : aliases_) accesses.add(*a.foo, a.written);
   accesses.check(device_, op_name_);
+}
+
+sanitizer::LaunchAccesses& HostKernelCall::sanitized() {
+  if (!sanitized_) sanitized_ = std::make_unique<sanitizer::LaunchAccesses>();
+  return *sanitized_;
 }
 
 bool HostKernelCall::mayQueue() {
@@ -390,10 +395,10 @@ c10::Storage HostKernelCall::fooStorageFor(const c10::Storage& kernel_storage) {
   return storage;
 }
 
-void HostKernelCall::recordWritten(const c10::Storage& storage) const {
-  sanitizer::LaunchAccesses written;
-  written.bytes(storage.data(), storage.nbytes(), /*written=*/true);
-  written.record(device_, op_name_);
+void HostKernelCall::recordWritten(const c10::Storage& storage) {
+  sanitizer::LaunchAccesses& accesses = sanitized();
+  accesses.bytes(storage.data(), storage.nbytes(), /*written=*/true);
+  accesses.record(device_, op_name_);
 }
 
 void HostKernelCall::syncArguments() {

@@ -224,6 +224,9 @@ class HostKernelCall {
   void prepare();
   // Checks the foo arguments' accesses as the next launch (torch.foo.sanitizer): raises on a hazard.
   void sanitizeArguments();
+  // The call's accesses for the sanitizer: its arguments once sanitizeArguments() ran. Memory allocated for
+  // the launch (its outputs) joins them, recorded under the same description (one stack gathered per call).
+  sanitizer::LaunchAccesses& sanitized();
   void joinDevice(c10::Device device);
   at::Tensor* argumentMeta(const at::Tensor& argument);  // the meta tensor of a foo argument, or nullptr
   // Whether the kernel's change to the argument in `slot`, seen by syncArguments(), is one a plan can make in
@@ -234,7 +237,7 @@ class HostKernelCall {
   void resizeAsPlanned(size_t slot, const TensorLayout& resize);
   c10::Storage fooStorageFor(const c10::Storage& kernel_storage);
   // Tells the sanitizer that the call wrote a storage it gave the device (a result born during the kernel).
-  void recordWritten(const c10::Storage& storage) const;
+  void recordWritten(const c10::Storage& storage);
 
   const char* op_name_;
   LaunchSignature signature_;
@@ -247,6 +250,7 @@ class HostKernelCall {
   bool unplannable_changes_ = false;  // syncArguments() saw changes to arguments no plan can make
   // CUDA's host waits for this call too (keepSynchronous(), host tensors to copy), not only foo's.
   bool cuda_waits_ = false;
+  std::unique_ptr<sanitizer::LaunchAccesses> sanitized_;  // made by sanitized()
 };
 
 inline bool isFoo(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }

@@ -325,12 +325,12 @@ LaunchOutputs QueuedLaunch::queue(std::unique_ptr<QueuedLaunch> launch, HostKern
   }
   if (sanitizer::enabled()) {
     // Memory allocated for this launch, which it writes.
-    sanitizer::LaunchAccesses written;
-    for (const LaunchPlan::Resize& resize : plan->resized) written.write(*call.aliases_[resize.argument].foo);
+    sanitizer::LaunchAccesses& accesses = call.sanitized();
+    for (const LaunchPlan::Resize& resize : plan->resized) accesses.write(*call.aliases_[resize.argument].foo);
     for (size_t i = 0; i < outputs.size(); ++i) {
-      if (plan->outputs[i].kind == LaunchPlan::Output::kFresh) written.write(outputs[i]);
+      if (plan->outputs[i].kind == LaunchPlan::Output::kFresh) accesses.write(outputs[i]);
     }
-    written.record(device, call.op_name_);
+    accesses.record(device, call.op_name_);
   }
   launch->plan_from_meta_ = plan->from_meta;
   launch->plan_ = std::move(plan);
