@@ -9,11 +9,14 @@ that nothing orders (stream order, ``wait_stream``/``wait_event``, a synchroniza
 of both launches, as PyTorch's CUDA sanitizer (``TORCH_CUDA_SANITIZER=1``) reports them. Views and offsets into
 one storage are distinct byte ranges. A block freed while another stream may still use it (no
 ``Tensor.record_stream``) is reported when an allocation reuses it. Memory the caching allocator hands out is
-poisoned (filled with 0xFF bytes: NaN in floating dtypes), and a launch that reads bytes never written since
-their allocation is reported too (as compute-sanitizer's initcheck; in-place operators count as writes only).
+poisoned (filled with 0xFF bytes: NaN in floating dtypes). With ``check_initialization``, a launch that reads
+bytes never written since their allocation is reported too, as compute-sanitizer's initcheck (a separate tool
+there too: PyTorch itself reads such memory where the values do not matter, as ``make_graphed_callables``'
+warm-up gradients; in-place operators count as writes only, and a strided view's reads its whole span).
 
-Turn it on with ``FOO_SANITIZER=1`` in the environment (``FOO_SANITIZER=warn`` warns instead of raising), or
-call :func:`enable` before the work to check: it knows nothing of work launched before.
+Turn it on with ``FOO_SANITIZER=1`` in the environment (``warn`` warns instead of raising; ``initcheck``, alone or
+after a comma, checks initialization too: ``FOO_SANITIZER=warn,initcheck``), or call :func:`enable` before the work
+to check: it knows nothing of work launched before.
 """
 import os
 
@@ -22,14 +25,14 @@ from ._utils import _C
 __all__ = ["enable", "disable", "is_enabled"]
 
 
-def enable(*, warn_only: bool = False, check_initialization: bool = True) -> None:
+def enable(*, warn_only: bool = False, check_initialization: bool = False) -> None:
     """Turn the sanitizer on.
 
     Args:
         warn_only (bool): a hazard warns (``UserWarning``) and the call goes on, instead of raising
             ``RuntimeError`` and launching nothing.
         check_initialization (bool): also report a launch that reads device memory never written since its
-            allocation (default).
+            allocation.
     """
     _C._sanitizer_enable(bool(warn_only), bool(check_initialization))
 
@@ -48,6 +51,7 @@ def _enable_from_environment() -> None:
     setting = os.environ.get("FOO_SANITIZER", "")
     if setting in ("", "0"):
         return
-    if setting not in ("1", "warn"):
-        raise ValueError(f"FOO_SANITIZER must be 0, 1 or warn, not {setting!r}")
-    enable(warn_only=setting == "warn")
+    words = setting.split(",")
+    if not set(words) <= {"1", "warn", "initcheck"}:
+        raise ValueError(f"FOO_SANITIZER must be 0, or 1, warn or initcheck (or warn,initcheck), not {setting!r}")
+    enable(warn_only="warn" in words, check_initialization="initcheck" in words)

@@ -180,6 +180,8 @@ def test_memory_freed_without_record_stream_is_caught_when_reused(sanitizer, pat
 
 @pytest.mark.parametrize("written", ["half", "all"])
 def test_a_read_of_memory_never_written_is_caught(sanitizer, path, written):
+    torch.foo.sanitizer.enable(check_initialization=True)
+
     def program(rows):
         x = torch.empty(8, 4, device="foo")
         x[:rows].fill_(1.0)
@@ -196,9 +198,7 @@ def test_a_read_of_memory_never_written_is_caught(sanitizer, path, written):
 
 @pytest.mark.parametrize("dtype,poison", [(torch.float32, "nan"), (torch.int32, -1), (torch.uint8, 255)])
 def test_memory_handed_out_is_poisoned(sanitizer, dtype, poison):
-    torch.foo.sanitizer.enable(warn_only=True)
-    with pytest.warns(UserWarning, match="a read of memory never written"):
-        values = torch.empty(16, dtype=dtype, device="foo").cpu()
+    values = torch.empty(16, dtype=dtype, device="foo").cpu()
     if poison == "nan":
         assert values.isnan().all()
     else:
@@ -206,6 +206,7 @@ def test_memory_handed_out_is_poisoned(sanitizer, dtype, poison):
 
 
 def test_a_graph_reads_what_its_own_launches_wrote(sanitizer):
+    torch.foo.sanitizer.enable(check_initialization=True)
     x = torch.ones(N, device="foo")
     graph = torch.foo.FooGraph()
     with torch.foo.graph(graph):
@@ -382,10 +383,12 @@ def test_enabled_from_the_environment():
         x = torch.ones(8, device="foo")
         with torch.foo.stream(side):
             x + 1
+        torch.empty(4, device="foo").sum()  # reads memory never written
         """)
-    for setting, enabled in (("1", True), ("warn", True), ("0", False)):
+    for setting, enabled in (("1", True), ("warn", True), ("warn,initcheck", True), ("0", False)):
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                              env={**os.environ, "FOO_SANITIZER": setting})
         assert out.stdout.split() == [str(enabled)], out.stderr
         assert (out.returncode != 0) == (setting == "1"), out.stderr
+        assert ("never written" in out.stderr) == (setting == "warn,initcheck"), out.stderr
         assert ("foo sanitizer: read after write" in out.stderr) == enabled, out.stderr

@@ -556,9 +556,11 @@ constexpr auto kDeviceDeleters = makeDeviceDeleters(std::make_index_sequence<FOO
 // not a plausible stale value.
 void poison(c10::DeviceIndex device, void* ptr, size_t bytes) {
   void* kernel = fooKernelAddress(ptr);
+  int capturing = 0;
+  fooStreamIsCapturing(device, currentStream(device), &capturing);
   if (runningAfterStream()) {  // a kernel's own allocation: the stream is idle and the kernel runs now
     std::memset(kernel, 0xFF, bytes);
-  } else if (!onStreamWorker()) {
+  } else if (!onStreamWorker() && !capturing) {  // a graph's memory is its own: replays need no fill
     const auto fill = [kernel, bytes] { std::memset(kernel, 0xFF, bytes); };
     QueuedWork::enqueueBehindErrors(std::make_unique<QueuedKernel<decltype(fill)>>(fill), device, "sanitizer: poison");
   }

@@ -3,7 +3,6 @@
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
 
-#include <cinttypes>
 #include <cstdio>
 #include <sstream>
 #include <utility>
@@ -59,10 +58,8 @@ LaunchContext* newContext(std::string what) {
 }
 
 std::string streamName(c10::DeviceIndex device, fooStream_t stream) {
-  std::ostringstream out;
-  out << "foo:" << static_cast<int>(device) << (stream == 0 ? " (default stream)" : " stream ") ;
-  if (stream != 0) out << stream;
-  return out.str();
+  const std::string name = "foo:" + std::to_string(static_cast<int>(device));
+  return stream == 0 ? name + " (default stream)" : name + " stream " + std::to_string(stream);
 }
 
 std::string tensorName(const TensorDescription& t) {
@@ -138,14 +135,20 @@ std::string report(const fooHazard& h) {
   return out.str();
 }
 
-// Raises or warns the thread's last hazard; true when warned (the caller goes on).
-bool reportLastHazard(const char* note = "") {
+// A sanitizer call's result: a hazard is raised, or with warn_only warned, and then `go_on()` records what
+// the call refused to.
+template <class GoOn>
+void settle(fooError_t result, GoOn&& go_on, const char* note = "") {
+  if (result != fooErrorHazard) {
+    FOO_CHECK(result);
+    return;
+  }
   fooHazard hazard{};
   FOO_CHECK(fooSanitizerGetLastHazard(&hazard));
   const std::string message = report(hazard) + note;
   TORCH_CHECK(g_warn_only.load(std::memory_order_relaxed), message);
   TORCH_WARN(message);
-  return true;
+  go_on();
 }
 
 }  // namespace
@@ -207,12 +210,9 @@ void LaunchAccesses::check(c10::DeviceIndex device, const char* op) {
   if (accesses_.empty()) return;
   describe(op);
   const fooStream_t stream = currentStream(device);
-  const fooError_t error = fooSanitizerCheckLaunch(device, stream, accesses_.data(), accesses_.size(), context_);
-  if (error == fooErrorHazard && reportLastHazard()) {
+  settle(fooSanitizerCheckLaunch(device, stream, accesses_.data(), accesses_.size(), context_), [&] {
     FOO_CHECK(fooSanitizerRecordLaunch(device, stream, accesses_.data(), accesses_.size(), context_));
-  } else {
-    FOO_CHECK(error);
-  }
+  });
 }
 
 void LaunchAccesses::record(c10::DeviceIndex device, const char* op) {
@@ -223,25 +223,16 @@ void LaunchAccesses::record(c10::DeviceIndex device, const char* op) {
 
 void checkGraphLaunch(fooGraph_t graph, c10::DeviceIndex device) {
   const fooStream_t stream = currentStream(device);
-  const fooError_t error = fooSanitizerCheckGraphLaunch(graph, device, stream);
-  if (error == fooErrorHazard &&
-      reportLastHazard("\n(This call replays a graph: \"this call\" is the launch it captured, with the stack of "
-                       "its capture.)")) {
-    FOO_CHECK(fooSanitizerRecordGraphLaunch(graph, device, stream));
-  } else {
-    FOO_CHECK(error);
-  }
+  settle(fooSanitizerCheckGraphLaunch(graph, device, stream),
+         [&] { FOO_CHECK(fooSanitizerRecordGraphLaunch(graph, device, stream)); },
+         "\n(This call replays a graph: \"this call\" is the launch it captured, with the stack of its capture.)");
 }
 
 void allocated(c10::DeviceIndex device, fooStream_t stream, const void* address, size_t bytes) {
   LaunchContext* context = newContext("an allocation of " + std::to_string(bytes) + " bytes");
   const fooError_t error = fooSanitizerAllocate(device, stream, address, bytes, context);
   release(context);
-  if (error == fooErrorHazard) {
-    reportLastHazard();
-  } else {
-    FOO_CHECK(error);
-  }
+  settle(error, [] {});  // recorded, hazard or not
 }
 
 void freed(c10::DeviceIndex device, fooStream_t stream, const void* address, size_t bytes) {
