@@ -11,8 +11,9 @@ one storage are distinct byte ranges. A block freed while another stream may sti
 ``Tensor.record_stream``) is reported when an allocation reuses it. Memory the caching allocator hands out is
 poisoned (filled with 0xFF bytes: NaN in floating dtypes). With ``check_initialization``, a launch that reads
 bytes never written since their allocation is reported too, as compute-sanitizer's initcheck (a separate tool
-there too: PyTorch itself reads such memory where the values do not matter, as ``make_graphed_callables``'
-warm-up gradients; in-place operators count as writes only, and a strided view's reads its whole span).
+there too: PyTorch itself reads such memory where the values do not matter, as ``torch.mv(..., out=)`` reads
+its ``out`` through ``addmv`` with ``beta=0``; not checked: bytes the same launch writes, as an in-place
+operator's, and reads of a non-contiguous view, whose span holds bytes it does not read).
 
 Turn it on with ``FOO_SANITIZER=1`` in the environment (``warn`` warns instead of raising; ``initcheck``, alone or
 after a comma, checks initialization too: ``FOO_SANITIZER=warn,initcheck``), or call :func:`enable` before the work

@@ -187,7 +187,9 @@ void LaunchAccesses::add(const at::Tensor& t, bool written) {
   int64_t extent = 1;  // elements from the first to the last the tensor reaches
   for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
   const char* data = static_cast<const char*>(t.storage().data());
-  accesses_.push_back({data + t.storage_offset() * itemsize, static_cast<size_t>(extent * itemsize), written ? 1 : 0});
+  const bool span = extent != t.numel();  // bytes between its elements: not all read
+  accesses_.push_back({data + t.storage_offset() * itemsize, static_cast<size_t>(extent * itemsize), written ? 1 : 0,
+                       span ? 1 : 0});
   if (context_ == nullptr) context_ = new LaunchContext();
   context_->tensors.push_back({c10::SmallVector<int64_t, 4>(t.sizes().begin(), t.sizes().end()), t.storage_offset(),
                                t.scalar_type(), written});
@@ -195,7 +197,7 @@ void LaunchAccesses::add(const at::Tensor& t, bool written) {
 
 void LaunchAccesses::bytes(const void* address, size_t count, bool written) {
   if (count == 0) return;
-  accesses_.push_back({address, count, written ? 1 : 0});
+  accesses_.push_back({address, count, written ? 1 : 0, 0});
   if (context_ == nullptr) context_ = new LaunchContext();
   context_->tensors.push_back({{static_cast<int64_t>(count)}, 0, c10::kByte, written, /*raw=*/true});
 }

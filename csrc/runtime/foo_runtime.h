@@ -261,6 +261,9 @@ typedef struct fooMemoryAccess {
   const void* address;  // a device address
   size_t bytes;
   int write;            // 0: read, 1: written (a write that also reads is declared as a write)
+  // 1: a read of a strided view's span, whose bytes between elements are not all read: checked for races,
+  // not for initialization. (A read of bytes the same launch writes is not checked for initialization either.)
+  int span;
 } fooMemoryAccess;
 typedef enum fooHazardKind {
   fooHazardReadAfterWrite = 1,    // reads bytes another stream's unordered launch writes

@@ -137,6 +137,12 @@ RUNTIME_TEST(sanitizer_reports_reads_of_bytes_never_written) {
   EXPECT(h.address == s.at(128) && h.bytes == 64);
   // Bytes the sanitizer never saw allocated count as written.
   EXPECT_OK(s.access(0, 1024, 64, 0, 6));
+  // Not checked: bytes the launch also writes, and a strided view's span.
+  EXPECT_OK(fooSanitizerAllocate(0, 0, s.at(2048), 256, named(10)));
+  const fooMemoryAccess in_place[2] = {{s.at(2048), 64, 0, 0}, {s.at(2048), 64, 1, 0}};
+  EXPECT_OK(fooSanitizerCheckLaunch(0, 0, in_place, 2, named(11)));
+  const fooMemoryAccess span{s.at(2048 + 128), 64, 0, 1};
+  EXPECT_OK(fooSanitizerCheckLaunch(0, 0, &span, 1, named(12)));
   // Reallocated bytes are unwritten again.
   EXPECT_OK(fooSanitizerFree(0, 0, s.at(0), 256, named(7)));
   EXPECT_OK(fooSanitizerAllocate(0, 0, s.at(0), 256, named(8)));
