@@ -551,19 +551,22 @@ constexpr std::array<c10::DeleterFnPtr, sizeof...(Devices)> makeDeviceDeleters(s
 
 constexpr auto kDeviceDeleters = makeDeviceDeleters(std::make_index_sequence<FOO_MAX_DEVICES>());
 
+constexpr const char* kDeviceCopy = "Memcpy DtoD (Device -> Device)";  // its name in a profile, as CUDA's
+
 // Under the sanitizer, a block handed out is filled with 0xFF bytes (NaN in floating dtypes, -1 in signed
 // integers) on its stream, after the work that used it before: what reads it before writing it sees poison,
 // not a plausible stale value.
 void poison(c10::DeviceIndex device, void* ptr, size_t bytes) {
   void* kernel = fooKernelAddress(ptr);
-  int capturing = 0;
-  fooStreamIsCapturing(device, currentStream(device), &capturing);
   if (runningAfterStream()) {  // a kernel's own allocation: the stream is idle and the kernel runs now
     std::memset(kernel, 0xFF, bytes);
-  } else if (!onStreamWorker() && !capturing) {  // a graph's memory is its own: replays need no fill
-    const auto fill = [kernel, bytes] { std::memset(kernel, 0xFF, bytes); };
-    QueuedWork::enqueueBehindErrors(std::make_unique<QueuedKernel<decltype(fill)>>(fill), device, "sanitizer: poison");
+    return;
   }
+  int capturing = 0;
+  fooStreamIsCapturing(device, currentStream(device), &capturing);
+  if (onStreamWorker() || capturing) return;  // a graph's memory is its own: replays need no fill
+  const auto fill = [kernel, bytes] { std::memset(kernel, 0xFF, bytes); };
+  QueuedWork::enqueueBehindErrors(std::make_unique<QueuedKernel<decltype(fill)>>(fill), device, "sanitizer: poison");
 }
 
 }  // namespace
@@ -598,14 +601,13 @@ void CachingAllocator::copy_data(void* dest, const void* src, std::size_t count)
   void* kernel_dest = fooKernelAddress(dest);
   const void* kernel_src = fooKernelAddress(src);
   const auto device = static_cast<c10::DeviceIndex>(fooPointerGetDevice(dest));
-  constexpr const char* kCopy = "Memcpy DtoD (Device -> Device)";
   if (sanitizer::enabled()) {
     sanitizer::LaunchAccesses accesses;
     accesses.bytes(src, count, /*written=*/false);
     accesses.bytes(dest, count, /*written=*/true);
-    accesses.check(device, kCopy);
+    accesses.check(device, kDeviceCopy);
   }
-  runAfterStream(device, kCopy, [&] { std::memcpy(kernel_dest, kernel_src, count); }, fooActivityKindMemcpy);
+  runAfterStream(device, kDeviceCopy, [&] { std::memcpy(kernel_dest, kernel_src, count); }, fooActivityKindMemcpy);
 }
 
 void CachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
@@ -682,25 +684,25 @@ void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
   const c10::DeviceIndex device = storage->device().index();
   const size_t keep = std::min(nbytes, storage->nbytes());
-  constexpr const char* kCopy = "Memcpy DtoD (Device -> Device)";
+  // The copy reads the kept bytes (checked before anything changes) and writes the new block (recorded once
+  // it exists), one launch under one description.
+  sanitizer::LaunchAccesses copy;
   if (sanitizer::enabled()) {
-    sanitizer::LaunchAccesses kept;
-    kept.bytes(storage->data(), keep, /*written=*/false);
-    kept.check(device, kCopy);
+    copy.bytes(storage->data(), keep, /*written=*/false);
+    copy.check(device, kDeviceCopy);
   }
   auto old = std::make_shared<c10::DataPtr>(storage->set_data_ptr(cachingAllocator().allocateOn(device, nbytes)));
   storage->set_nbytes(nbytes);
   if (keep == 0) return;
   if (sanitizer::enabled()) {
-    sanitizer::LaunchAccesses copied;
-    copied.bytes(storage->data(), keep, /*written=*/true);
-    copied.record(device, kCopy);
+    copy.bytes(storage->data(), keep, /*written=*/true);
+    copy.record(device, kDeviceCopy);
   }
   // Queued on the current stream, as CUDA's resize copies with cudaMemcpyAsync; the copy holds the old
   // block until it ran.
   void* to = fooKernelAddress(storage->data_ptr().get());
   const void* from = fooKernelAddress(old->get());
-  enqueueOnStream(device, kCopy, [to, from, keep, old] { std::memcpy(to, from, keep); }, fooActivityKindMemcpy);
+  enqueueOnStream(device, kDeviceCopy, [to, from, keep, old] { std::memcpy(to, from, keep); }, fooActivityKindMemcpy);
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &cachingAllocator());

@@ -50,10 +50,15 @@ void release(void* context) {
   if (c->references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete c;
 }
 
-LaunchContext* newContext(std::string what) {
-  auto* context = new LaunchContext();
+// Names a context and gathers the caller's stack.
+void describe(LaunchContext* context, std::string what) {
   context->what = std::move(what);
   if (g_gather != nullptr) context->stack = g_gather();
+}
+
+LaunchContext* newContext(std::string what) {
+  auto* context = new LaunchContext();
+  describe(context, std::move(what));
   return context;
 }
 
@@ -188,24 +193,24 @@ void LaunchAccesses::add(const at::Tensor& t, bool written) {
   for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
   const char* data = static_cast<const char*>(t.storage().data());
   const bool span = extent != t.numel();  // bytes between its elements: not all read
-  accesses_.push_back({data + t.storage_offset() * itemsize, static_cast<size_t>(extent * itemsize), written ? 1 : 0,
-                       span ? 1 : 0});
-  if (context_ == nullptr) context_ = new LaunchContext();
-  context_->tensors.push_back({c10::SmallVector<int64_t, 4>(t.sizes().begin(), t.sizes().end()), t.storage_offset(),
-                               t.scalar_type(), written});
+  append({data + t.storage_offset() * itemsize, static_cast<size_t>(extent * itemsize), written ? 1 : 0, span ? 1 : 0},
+         {c10::SmallVector<int64_t, 4>(t.sizes().begin(), t.sizes().end()), t.storage_offset(), t.scalar_type(),
+          written});
 }
 
 void LaunchAccesses::bytes(const void* address, size_t count, bool written) {
   if (count == 0) return;
-  accesses_.push_back({address, count, written ? 1 : 0, 0});
+  append({address, count, written ? 1 : 0, 0}, {{static_cast<int64_t>(count)}, 0, c10::kByte, written, /*raw=*/true});
+}
+
+void LaunchAccesses::append(const fooMemoryAccess& access, TensorDescription description) {
+  accesses_.push_back(access);
   if (context_ == nullptr) context_ = new LaunchContext();
-  context_->tensors.push_back({{static_cast<int64_t>(count)}, 0, c10::kByte, written, /*raw=*/true});
+  context_->tensors.push_back(std::move(description));
 }
 
 void LaunchAccesses::describe(const char* op) {
-  if (!context_->what.empty()) return;  // described by an earlier call
-  context_->what = op;
-  if (g_gather != nullptr) context_->stack = g_gather();
+  if (context_->what.empty()) sanitizer::describe(context_, op);  // else described by an earlier call
 }
 
 void LaunchAccesses::check(c10::DeviceIndex device, const char* op) {

@@ -34,6 +34,7 @@ void enable(bool warn_only, bool check_initialization);
 void disable();
 
 struct LaunchContext;  // what a launch, allocation or free was: its name, stack and tensors (Sanitizer.cpp)
+struct TensorDescription;  // one of its tensors
 
 // The foo tensors a launch reads and writes (an in-place or out= argument is written).
 class LaunchAccesses {
@@ -55,6 +56,7 @@ class LaunchAccesses {
   void record(c10::DeviceIndex device, const char* op);
 
  private:
+  void append(const fooMemoryAccess& access, TensorDescription description);
   void describe(const char* op);
   LaunchContext* context_ = nullptr;
   c10::SmallVector<fooMemoryAccess, 6> accesses_;
