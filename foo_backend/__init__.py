@@ -59,7 +59,7 @@ __all__ = [
     "set_rng_state", "set_rng_state_all", "_is_in_bad_fork", "amp", "get_amp_supported_dtype",
     "is_bf16_supported", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "StreamContext", "FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
-    "make_graphed_callables", "set_sync_debug_mode", "get_sync_debug_mode",
+    "make_graphed_callables", "set_sync_debug_mode", "get_sync_debug_mode", "ipc_collect",
 ]
 
 def is_available() -> bool:
@@ -144,6 +144,14 @@ def synchronize(device: Any = None) -> None:
 
 
 _SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def ipc_collect() -> bool:
+    """Free the foo memory this process shared with other processes (``torch.multiprocessing``) that every
+    receiver has released since, as ``torch.cuda.ipc_collect``. A block the sender let go of while a receiver
+    still held it is kept out of the caching allocator until then; foo looks again at each such free and
+    when an allocation fails. Returns whether memory was freed."""
+    return _C._ipc_collect()
 
 
 def set_sync_debug_mode(debug_mode: int | str) -> None:

@@ -153,17 +153,46 @@ class Event(torch.Event):
         enable_timing (bool, optional): whether the event measures time (default ``False``).
         blocking (bool, optional): accepted for compatibility with ``torch.cuda.Event``; ``synchronize()``
             always blocks the calling thread.
-        interprocess (bool, optional): not supported on foo; ``True`` raises.
+        interprocess (bool, optional): whether other processes can share the event (default ``False``), as
+            ``torch.cuda.Event``: see :meth:`ipc_handle` and :meth:`from_ipc_handle`. Such an event measures no
+            time (``enable_timing=True`` with it raises ``ValueError``).
 
     The underlying event is created when first recorded; it can then only be recorded on streams of the
     same device, while streams on any foo device can wait for it.
     """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        if interprocess:
-            raise NotImplementedError(
-                "foo events cannot be shared between processes: interprocess=True is not supported")
-        return super().__new__(cls, torch.device(DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
+        if interprocess and enable_timing:
+            raise ValueError("foo: an interprocess event cannot measure time: enable_timing=True and "
+                             "interprocess=True cannot be combined (as on CUDA)")
+        event = super().__new__(cls, torch.device(DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
+        event._interprocess = interprocess
+        return event
+
+    @classmethod
+    def from_ipc_handle(cls, device: Any, handle: bytes) -> "Event":
+        """Open an event another process shared with :meth:`ipc_handle`: recording, waiting on, querying or
+        synchronizing it here reaches the same event, whose latest record in any process counts.
+
+        Args:
+            device (torch.device, str or int): the foo device whose streams it is recorded on here.
+            handle (bytes): the other process's ``ipc_handle()``.
+        """
+        _lazy_init()
+        event = cls(interprocess=True)
+        _C._open_event_ipc_handle(event, _checked_index(device), handle)
+        return event
+
+    def ipc_handle(self) -> bytes:
+        """Return an IPC handle of this event, for :meth:`from_ipc_handle` in another process. The event must
+        have been created with ``interprocess=True``; if not recorded yet, it belongs to the current device."""
+        _lazy_init()
+        self._create_interprocess(_checked_index(None))
+        return _C._event_ipc_handle(self)
+
+    def _create_interprocess(self, device_index: int) -> None:
+        if getattr(self, "_interprocess", False) and not self.event_id:
+            _C._create_interprocess_event(self, device_index)
 
     def record(self, stream: Optional[torch.Stream] = None) -> None:
         """Record the event on a stream.
@@ -175,6 +204,7 @@ class Event(torch.Event):
         if stream is None:
             stream = current_stream()
         _check_stream(stream, "Event.record")
+        self._create_interprocess(stream.device_index)
         super().record(stream)
 
     def wait(self, stream: Optional[torch.Stream] = None) -> None:

@@ -76,6 +76,7 @@ SCRIPTS = {
     "sparse_embedding": _as_script("sparse_embedding.py"),
     "graph_training": _as_script("graph_training.py", env=SANITIZED),
     "find_race": _as_script("find_race.py"),
+    "hogwild": _as_script("hogwild.py"),
     "ddp_two_nodes": _torchrun("ddp_train.py", _NODE + ["--node-rank", "0"], _NODE + ["--node-rank", "1"]),
 }
 
@@ -103,6 +104,15 @@ def test_find_race_example(subprocesses):
     assert "Racing with: Memcpy HtoD (Pinned -> Device) on foo:0 stream" in without_wait
     assert "memory freed while another stream may still use it is reused" in without_record
     assert out.rstrip().endswith("foo's results equal CPU's")
+
+
+def test_hogwild_example(subprocesses):
+    """Processes that share one foo model train it, and the parent, which trained nothing, sees it trained."""
+    proc = subprocesses["hogwild"]
+    out = subprocesses.check("hogwild")
+    assert out.rstrip().endswith("OK: the processes trained the shared foo model")
+    assert "after 2 processes x 4 epochs" in out
+    assert "Producer process has been terminated" not in proc.stderr  # the workers gave their memory back
 
 
 def test_profile_example(subprocesses):

@@ -411,10 +411,57 @@ def test_elapsed_time_errors():
         recorded(enable_timing=True).elapsed_time(1.0)
 
 
-def test_interprocess_event_unsupported():
-    with pytest.raises(NotImplementedError, match="foo"):
-        F.Event(interprocess=True)
-    F.Event(blocking=True).record()  # blocking is accepted
+def test_blocking_is_accepted():
+    F.Event(blocking=True).record()
+
+
+def test_an_interprocess_event_opened_from_its_handle_is_the_same_event():
+    # As torch.cuda.Event(interprocess=True): ipc_handle() / Event.from_ipc_handle() reach one event; its latest
+    # record, made through either object, is what both wait for (tests/test_multiprocessing.py: across processes).
+    event = F.Event(interprocess=True)
+    handle = event.ipc_handle()  # never recorded: it belongs to the current device
+    assert isinstance(handle, bytes) and len(handle) == 64
+    opened = F.Event.from_ipc_handle(0, handle)
+    assert opened.query() and event.query()
+    x = torch.ones(4, device="foo")
+    x.add_(1), x * 10  # the operators' first calls run at once: before the hold
+    with F._hold_stream() as release:
+        x.add_(1)
+        event.record()
+        assert not opened.query()
+        side = F.Stream()
+        opened.wait(side)  # the side stream waits for the held work
+        with F.stream(side):
+            y = x * 10
+        release()
+    opened.synchronize()
+    assert event.query() and opened.query()
+    side.synchronize()
+    assert y.cpu().tolist() == [30.0] * 4
+    opened.record()  # recorded through the opened event: the creator's waits see it
+    event.synchronize()
+    assert event.query()
+
+
+def test_an_interprocess_event_is_created_on_the_device_it_is_first_recorded_on():
+    event = F.Event(interprocess=True)
+    assert repr(event) == "<torch.foo.Event uninitialized>"
+    event.record(F.default_stream(F.device_count() - 1))
+    assert event.device == torch.device("foo", F.device_count() - 1)
+    assert F.Event.from_ipc_handle(event.device, event.ipc_handle()).query() in (True, False)
+
+
+def test_interprocess_event_errors():
+    with pytest.raises(ValueError, match="interprocess event cannot measure time"):
+        F.Event(enable_timing=True, interprocess=True)
+    with pytest.raises(RuntimeError, match="only an event created with interprocess=True"):
+        F.Event().ipc_handle()
+    plain = F.Event()
+    plain.record()
+    with pytest.raises(RuntimeError, match="only an event created with interprocess=True"):
+        plain.ipc_handle()
+    with pytest.raises(RuntimeError, match="handle has 3 bytes, expected 64"):
+        F.Event.from_ipc_handle(0, b"abc")
 
 
 @two_devices

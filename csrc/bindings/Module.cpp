@@ -2,7 +2,9 @@
 // snapshot's dictionary is in MemorySnapshot.cpp.
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/ones.h>
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/device_lazy_init.h>
@@ -14,6 +16,7 @@
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
 #include "device/Generator.h"
+#include "device/IpcSharing.h"
 #include "device/Launch.h"
 #include "device/Sanitizer.h"
 #include "distributed/ProcessGroupFoo.h"
@@ -201,6 +204,33 @@ PYBIND11_MODULE(_C, m) {
     FOO_CHECK(error);
     return ms;
   });
+  // Sharing with other processes (foo_backend/_multiprocessing.py): a storage's _share_device_ tuple (CUDA's
+  // _share_cuda_), the storage over memory another process shared, and a counter given back unused.
+  m.def("_share_storage", [](py::handle storage) {
+    const ipc::SharedStorage shared = ipc::shareStorage(*THPStorage_Unpack(storage.ptr()).unsafeGetStorageImpl());
+    return py::make_tuple(shared.device, shared.handle.empty() ? py::object(py::none()) : py::bytes(shared.handle),
+                          shared.bytes, shared.offset, py::bytes(shared.counter_handle), shared.counter_offset,
+                          py::bytes(shared.event_handle), shared.event_sync_required);
+  });
+  m.def("_new_shared_storage", [](int device, const std::string& handle, size_t bytes, size_t offset,
+                                  const std::string& counter_handle, int64_t counter_offset,
+                                  const std::string& event_handle, bool event_sync_required) {
+    ipc::SharedStorage shared{static_cast<c10::DeviceIndex>(device), handle, bytes, offset, counter_handle,
+                              counter_offset, event_handle, event_sync_required};
+    c10::Storage storage(ipc::newSharedStorage(shared));
+    return py::reinterpret_steal<py::object>(THPStorage_NewWithStorage(THPStorageClass, std::move(storage)));
+  });
+  m.def("_release_ipc_counter", &ipc::releaseCounter);
+  m.def("_ipc_collect", &ipc::collect);
+  m.def("_create_interprocess_event", [](py::handle event, int device) {
+    ipc::createInterprocessEvent(reinterpret_cast<THPEvent*>(event.ptr())->event, checkedIndex(device));
+  });
+  m.def("_event_ipc_handle", [](py::handle event) {
+    return py::bytes(ipc::eventHandle(reinterpret_cast<THPEvent*>(event.ptr())->event));
+  });
+  m.def("_open_event_ipc_handle", [](py::handle event, int device, const std::string& handle) {
+    ipc::openEventHandle(reinterpret_cast<THPEvent*>(event.ptr())->event, checkedIndex(device), handle);
+  });
   m.def("_stream_priority", [](int device, int64_t stream) {
     int priority = 0;
     FOO_CHECK(fooStreamGetPriority(checkedIndex(device), stream, &priority));
@@ -270,7 +300,8 @@ PYBIND11_MODULE(_C, m) {
   // the GIL, is killed inside a destructor, and the process aborts. A device thread releases each
   // graph before it takes the next task, so running one graph without Python objects through every
   // foo device thread (at exit, while Python is alive) guarantees earlier graphs are gone.
-  // Then every stream finishes its queued kernels, so none runs while the process tears down.
+  // Then every stream finishes its queued kernels, so none runs while the process tears down, and the memory
+  // received from other processes is given back to them.
   m.def("_finish_work_at_exit", [] {
     if (!fooIsInitialized()) return;
     setSyncDebugMode(SyncDebugMode::kDefault);  // this work is foo's own, not the program's
@@ -281,5 +312,6 @@ PYBIND11_MODULE(_C, m) {
       leaf.sum().backward();
     }
     for (int d = 0; d < deviceCount(); ++d) fooDeviceSynchronize(d);  // errors of abandoned work stay unreported
+    ipc::releaseReceivedAtExit();
   });
 }

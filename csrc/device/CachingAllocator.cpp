@@ -17,6 +17,7 @@
 
 #include "device/Common.h"
 #include "device/DeviceCache.h"
+#include "device/IpcSharing.h"
 #include "device/Launch.h"
 #include "device/Sanitizer.h"
 
@@ -142,6 +143,7 @@ Block* DeviceCache::releaseCacheAndRetry(const Request& request, const Context& 
                                          std::unique_lock<std::mutex>& lock) {
   stats_.num_alloc_retries += 1;
   lock.unlock();
+  ipc::collect();  // blocks sent to other processes that no receiver holds any more (CUDA's ipc collect callback)
   FOO_CHECK(fooDeviceSynchronize(device_));
   lock.lock();
   processEvents();

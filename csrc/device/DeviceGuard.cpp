@@ -2,6 +2,8 @@
 // engine's device threads) talks to the foo runtime.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <utility>
+
 #include "device/CachingAllocator.h"
 #include "device/Common.h"
 #include "device/Launch.h"
@@ -11,6 +13,8 @@ namespace {
 
 // A device without an index ("foo") means the current device, as in CUDA's stream functions.
 c10::DeviceIndex indexOf(c10::Device d) { return d.has_index() ? d.index() : currentDevice(); }
+
+thread_local fooEvent_t t_adopted_event = nullptr;
 
 struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
@@ -90,6 +94,10 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
               const c10::EventFlag flag) const override {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "Event device index ", device_index,
                 " does not match recording stream's device index ", stream.device_index(), ".");
+    if (*event == nullptr && t_adopted_event != nullptr) {  // adoptEvent: takes the event, records nothing
+      *event = std::exchange(t_adopted_event, nullptr);
+      return;
+    }
     if (*event == nullptr) {
       fooEvent_t created = nullptr;
       FOO_CHECK(fooEventCreate(&created, flag == c10::EventFlag::BACKEND_DEFAULT ? 1 : 0));
@@ -152,4 +160,13 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, FooGuardImpl);
 
 }  // namespace
+// c10::Event takes no backend event from outside: its first record() creates one through the guard, which
+// takes the adopted event instead (and records nothing) when there is one.
+void adoptEvent(c10::Event& event, fooEvent_t adopted, c10::DeviceIndex device) {
+  TORCH_INTERNAL_ASSERT(event.eventId() == nullptr, "adoptEvent: the event already has a foo event");
+  t_adopted_event = adopted;
+  event.record(FooStream::current(device).unwrap());
+  TORCH_INTERNAL_ASSERT(t_adopted_event == nullptr);
+}
+
 }  // namespace foo

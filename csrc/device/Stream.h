@@ -3,6 +3,7 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 
 #include "device/Common.h"
@@ -26,5 +27,9 @@ struct FooStream {
   static FooStream current(c10::DeviceIndex device) { return {device, currentStream(device)}; }
   c10::Stream unwrap() const { return c10::Stream(c10::Stream::UNSAFE, fooDevice(device), static_cast<c10::StreamId>(id)); }
 };
+
+// Makes `event` (never recorded) stand for the runtime event `adopted`, on `device`: as recorded once, so that
+// waits, queries and synchronizations reach it (an interprocess event, created or opened).
+void adoptEvent(c10::Event& event, fooEvent_t adopted, c10::DeviceIndex device);
 
 }  // namespace foo

@@ -80,6 +80,8 @@ const char* fooGetErrorString(fooError_t error) {
     case fooErrorInitialization: return "initialization error";
     case fooErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case fooErrorHazard: return "the sanitizer found a hazard";
+    case fooErrorInvalidIpcHandle:
+      return "invalid interprocess handle: the process that shared it has exited, or it is not a handle";
     case fooErrorForkedProcess:
       return "Cannot re-initialize foo in forked subprocess. To use foo with multiprocessing, you must use the "
              "'spawn' start method";

@@ -12,11 +12,6 @@
 #include <memory>
 #include <mutex>
 
-// Shared with the markers and waits still queued, so destroying a recorded event is safe (as on CUDA).
-struct fooEvent {
-  std::shared_ptr<EventState> state = std::make_shared<EventState>();
-};
-
 using namespace foo_runtime;
 
 namespace {
@@ -59,7 +54,7 @@ fooError_t fooEventRecord(fooEvent_t event, int device, fooStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(state->mutex);
     state->captured_in.reset();
-    generation = ++state->recorded;
+    generation = state->nextRecord();
   }
   sanitizer::eventRecorded(state->sanitizer_clock, device, stream);
   return launchClosure(device, stream, [state, generation] { state->complete(generation); }, /*marker=*/true);
@@ -70,7 +65,7 @@ fooError_t fooEventQuery(fooEvent_t event) {
   {
     std::lock_guard<std::mutex> lock(event->state->mutex);
     if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
-    if (event->state->completed < event->state->recorded) return fooErrorNotReady;
+    if (event->state->latestCompleted() < event->state->latestRecord()) return fooErrorNotReady;
   }
   sanitizer::hostWaitedForEvent(event->state->sanitizer_clock);
   return fooSuccess;
@@ -82,7 +77,7 @@ fooError_t fooEventSynchronize(fooEvent_t event) {
   {
     std::lock_guard<std::mutex> lock(event->state->mutex);
     if (openCaptureOf(*event->state) != nullptr) return fooErrorStreamCaptureUnsupported;
-    generation = event->state->recorded;
+    generation = event->state->latestRecord();
   }
   event->state->waitFor(generation);
   sanitizer::hostWaitedForEvent(event->state->sanitizer_clock);
@@ -100,8 +95,8 @@ fooError_t fooStreamWaitEvent(int device, fooStream_t stream, fooEvent_t event) 
     // Not holding it while taking a stream's lock: a stream's worker completes events under that lock.
     std::lock_guard<std::mutex> lock(state->mutex);
     graph = openCaptureOf(*state);
-    done = state->completed >= state->recorded;
-    generation = state->recorded;
+    generation = state->latestRecord();
+    done = state->latestCompleted() >= generation;
   }
   if (graph != nullptr) {
     if (graph->device != device) return fooErrorInvalidValue;  // a graph runs on one device

@@ -18,6 +18,12 @@
 //   fooMalloc / fooFree                   cudaMalloc / cudaFree
 //   fooMemGetInfo                         cudaMemGetInfo
 //   fooPointerGetDevice                   cudaPointerGetAttributes (its device)
+//   fooMemGetAddressRange                 cuMemGetAddressRange (driver API)
+//   fooIpcGetMemHandle / fooIpcOpenMemHandle / fooIpcCloseMemHandle
+//                                         cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle
+//   fooEventCreateInterprocess            cudaEventCreateWithFlags(cudaEventInterprocess | cudaEventDisableTiming)
+//   fooIpcGetEventHandle / fooIpcOpenEventHandle
+//                                         cudaIpcGetEventHandle / cudaIpcOpenEventHandle
 //   fooKernelAddress / fooDeviceAddress   none: the kernel view exists because kernels here are host code
 //   fooHostAlloc / fooFreeHost            cudaHostAlloc / cudaFreeHost
 //   fooHostPointerIsPinned                cudaPointerGetAttributes (its type is cudaMemoryTypeHost)
@@ -74,6 +80,8 @@ typedef enum fooError {
   fooErrorStreamCaptureUnsupported = 7,
   // The sanitizer found a hazard (fooSanitizerGetLastHazard describes it).
   fooErrorHazard = 8,
+  // An interprocess handle cannot be opened: the process that made it has exited, or it is not a handle.
+  fooErrorInvalidIpcHandle = 9,
 } fooError_t;
 
 const char* fooGetErrorString(fooError_t error);
@@ -108,6 +116,9 @@ fooError_t fooGetDeviceProperties(fooDeviceProp* prop, int device);
 fooError_t fooMalloc(int device, void** dev_ptr, size_t size);
 fooError_t fooFree(int device, void* dev_ptr);
 fooError_t fooMemGetInfo(int device, size_t* free_bytes, size_t* total_bytes);
+// The allocation holding a device address: its base and size (fooMalloc's, or memory opened from another
+// process).
+fooError_t fooMemGetAddressRange(void** base, size_t* bytes, const void* dev_ptr);
 // The device owning a device address, or -1 when `ptr` is not one.
 int fooPointerGetDevice(const void* ptr);
 // Host-accessible kernel view of a device address (nullptr when `dev_ptr` is not one).
@@ -211,6 +222,38 @@ fooError_t fooGraphGetNodeName(fooGraph_t graph, size_t index, const char** name
 fooError_t fooGraphLaunch(fooGraph_t graph, int device, fooStream_t stream);
 // Releases the captured launches' arguments once no launch of the graph is still queued.
 fooError_t fooGraphDestroy(fooGraph_t graph);
+
+// ---- Sharing with other processes -----------------------------------------------------------------
+// As CUDA IPC: a handle is 64 bytes that a process sends to another process of the machine, any way it likes;
+// the receiver opens it to reach the same device memory, or the same event. Opened memory is device memory of
+// the same device index in the receiver, at a device address of its own (host code cannot dereference it,
+// kernels reach it through fooKernelAddress), not counted as its allocation (fooMemGetInfo). Both processes
+// must see the same devices (FOO_DEVICE_COUNT): else fooErrorInvalidDevice. The exporting process must be
+// alive when a handle is opened (fooErrorInvalidIpcHandle otherwise); what is open stays valid after it exits.
+// Handles reach the exporter's memory through /proc/<pid>/fd: processes of one user on one machine.
+#define FOO_IPC_HANDLE_SIZE 64
+typedef struct fooIpcMemHandle {
+  char reserved[FOO_IPC_HANDLE_SIZE];
+} fooIpcMemHandle_t;
+typedef struct fooIpcEventHandle {
+  char reserved[FOO_IPC_HANDLE_SIZE];
+} fooIpcEventHandle_t;
+// A handle of the whole allocation holding `dev_ptr` (fooMemGetAddressRange gives its base): memory from
+// fooMalloc, or memory this process opened, to share it on.
+fooError_t fooIpcGetMemHandle(fooIpcMemHandle_t* handle, void* dev_ptr);
+// The device address of the handle's allocation in this process. Opening one allocation again returns the
+// same address (each open needs its close); a handle of this process's own memory opens to its address.
+fooError_t fooIpcOpenMemHandle(void** dev_ptr, fooIpcMemHandle_t handle);
+// Unmaps memory fooIpcOpenMemHandle returned (at its last close); the exporter's memory is untouched.
+fooError_t fooIpcCloseMemHandle(void* dev_ptr);
+// An event other processes can open (cudaEventCreateWithFlags(cudaEventInterprocess | cudaEventDisableTiming)):
+// it measures no time. Records, waits, queries and synchronizations in any process that opened it see the
+// records of all of them.
+fooError_t fooEventCreateInterprocess(fooEvent_t* event);
+// A handle of an event fooEventCreateInterprocess made in this process.
+fooError_t fooIpcGetEventHandle(fooIpcEventHandle_t* handle, fooEvent_t event);
+// An event of this process standing for the handle's event; fooEventDestroy releases it.
+fooError_t fooIpcOpenEventHandle(fooEvent_t* event, fooIpcEventHandle_t handle);
 
 // ---- Activity tracing ---------------------------------------------------------------------------
 // What a profiler reads, as from CUPTI's activity API: while tracing is enabled, every launch (and

@@ -4,18 +4,51 @@
 #include <cstddef>
 #include <cstdint>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "foo_runtime.h"
 
 namespace foo_runtime {
 
-// One simulated device: its memory is a memfd mapped twice, once with no access (the device
-// addresses handed to users) and once read/write (the kernel view).
+// Page-granular ranges of an address range, handed out first fit and coalesced when given back.
+class RangeAllocator {
+ public:
+  void init(size_t bytes) { free_ranges_.emplace(0, bytes); }
+  // The offset of a free range of `bytes`, or false when none is that large.
+  bool allocate(size_t bytes, size_t* offset);
+  // Gives back the range starting at `offset`; false when no allocated range starts there.
+  bool release(size_t offset);
+  // The allocated range holding `offset`.
+  bool containing(size_t offset, size_t* start, size_t* bytes) const;
+  size_t used() const { return used_; }
+
+ private:
+  std::map<size_t, size_t> free_ranges_;  // offset -> size, address ordered for coalescing
+  std::map<size_t, size_t> allocated_;    // offset -> size
+  size_t used_ = 0;
+};
+
+constexpr size_t kPage = 4096;
+inline size_t roundToPages(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+// One simulated device. Its memory is a memfd: device addresses are a reservation with no access rights
+// (what host code dereferences faults), kernels reach the same bytes through the kernel view, mapped
+// read/write at the same offset. Past the device's own memory, both views go on with a window where memory
+// other processes shared is mapped (ipc.cpp): it is device memory of this device too, not counted as its own.
 struct DeviceMemory {
   char* device_base = nullptr;
   char* kernel_base = nullptr;
-  size_t size = 0;
+  size_t size = 0;    // the device's own memory
+  size_t window = 0;  // the imported memory's window, after it
+  int fd = -1;        // the memfd, kept open so that other processes can map it
+  std::mutex mutex;   // guards the allocators
+  RangeAllocator own;
+  RangeAllocator imports;
+  bool contains(const char* device_address) const {
+    return device_address >= device_base && device_address < device_base + size + window;
+  }
 };
 
 int deviceCount();
@@ -26,6 +59,12 @@ fooError_t ensureInitialized();
 DeviceMemory& deviceMemory(int device);
 // Called once by ensureInitialized for each device.
 bool mapDeviceMemory(int device, size_t bytes);
+
+// ---- Sharing with other processes (ipc.cpp) ----
+// A random number naming this process's shareable files (device memory, interprocess events).
+uint64_t processToken();
+// The name of this process's memfd of `device`'s memory.
+std::string deviceFileName(int device);
 
 // ---- Activity tracing (activity.cpp) ----
 // One launch followed by tracing, from its call on the host to the end of its work on the stream.

@@ -317,6 +317,19 @@ fooError_t launch(int device, fooStream_t stream, const fooMemoryAccess* accesse
 
 }  // namespace
 
+void forget(const void* address, size_t bytes) {
+  if (!on()) return;
+  State& s = state();
+  Dropped dropped;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(address);
+  for (auto it = carve(s.shadow, begin, begin + bytes); it != s.shadow.end() && it->first < begin + bytes;) {
+    drop(it->second, dropped);
+    dropped.push_back(std::move(it->second.freed_by));
+    it = s.shadow.erase(it);
+  }
+}
+
 void hostWaitedForStream(int device, fooStream_t stream) {
   if (!on() || t_hidden_waits > 0) return;
   State& s = state();

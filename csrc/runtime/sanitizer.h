@@ -24,6 +24,8 @@ struct CapturedAccesses {
   std::shared_ptr<void> context;
 };
 
+// Memory newly mapped at these addresses (opened from another process): no history, written as far as it knows.
+void forget(const void* address, size_t bytes);
 // The host waited for the work launched so far on the stream (a synchronization, a query that found it
 // done, a synchronous run), or on the device's streams.
 void hostWaitedForStream(int device, fooStream_t stream);

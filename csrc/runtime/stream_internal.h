@@ -98,13 +98,29 @@ fooError_t launchClosure(int device, fooStream_t stream, F&& f, bool marker = fa
 
 }  // namespace foo_runtime
 
-// Completion is tracked by generation: each record asks for the next one, and the marker the record
+// An interprocess event's counters, in memory every process that shares the event maps (ipc.cpp): the
+// generation of its latest record and of its latest completed one, and a futex word bumped at each completion.
+struct SharedEventCounters {
+  std::atomic<uint64_t> recorded;
+  std::atomic<uint64_t> completed;
+  std::atomic<uint32_t> wakes;
+  std::atomic<uint32_t> waiters;
+};
+void completeShared(SharedEventCounters& counters, uint64_t generation);
+void waitForShared(SharedEventCounters& counters, uint64_t generation);
+// An interprocess event created by this process is gone: its counters may serve another.
+void releaseSharedEventCounters(SharedEventCounters* counters);
+
+// An event's completion, tracked by generation: each record asks for the next one, and the marker the record
 // queues completes it.
 struct EventState {
   std::mutex mutex;
   std::condition_variable completed_cv;
   uint64_t recorded = 0;
   uint64_t completed = 0;
+  // An interprocess event's counters, used instead of the two above; owned when this process created it.
+  SharedEventCounters* shared = nullptr;
+  bool owns_shared = false;
   // Recorded last into a capture: a stream that waits on it joins the capture (see fooStreamWaitEvent).
   std::weak_ptr<foo_runtime::GraphNodes> captured_in;
   bool enable_timing = false;
@@ -112,7 +128,19 @@ struct EventState {
   // The sanitizer's clock of the latest record (guarded by the sanitizer's lock).
   foo_runtime::sanitizer::Clock sanitizer_clock;
 
+  ~EventState() {
+    if (owns_shared) releaseSharedEventCounters(shared);
+  }
+  // The generations of the latest record and of the latest completed one; the caller holds `mutex`.
+  uint64_t latestRecord() const { return shared != nullptr ? shared->recorded.load() : recorded; }
+  uint64_t latestCompleted() const { return shared != nullptr ? shared->completed.load() : completed; }
+  uint64_t nextRecord() { return shared != nullptr ? shared->recorded.fetch_add(1) + 1 : ++recorded; }
+
   void complete(uint64_t generation) {
+    if (shared != nullptr) {
+      completeShared(*shared, generation);
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (generation > completed) {
@@ -123,7 +151,17 @@ struct EventState {
     completed_cv.notify_all();
   }
   void waitFor(uint64_t generation) {
+    if (shared != nullptr) {
+      waitForShared(*shared, generation);
+      return;
+    }
     std::unique_lock<std::mutex> lock(mutex);
     completed_cv.wait(lock, [&] { return completed >= generation; });
   }
+};
+
+// An event's state is shared with the markers and waits still queued, so destroying a recorded event is safe
+// (as on CUDA).
+struct fooEvent {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
