@@ -27,6 +27,7 @@ from .random import (
     set_rng_state_all,
 )
 from .memory import (
+    MemPool,
     empty_cache,
     host_memory_stats,
     host_memory_stats_as_nested_dict,
@@ -43,6 +44,7 @@ from .memory import (
     reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    use_mem_pool,
 )
 from .graphs import FooGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
@@ -59,7 +61,8 @@ __all__ = [
     "set_rng_state", "set_rng_state_all", "_is_in_bad_fork", "amp", "get_amp_supported_dtype",
     "is_bf16_supported", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "StreamContext", "FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
-    "make_graphed_callables", "set_sync_debug_mode", "get_sync_debug_mode", "ipc_collect",
+    "make_graphed_callables", "set_sync_debug_mode", "get_sync_debug_mode", "ipc_collect", "MemPool",
+    "use_mem_pool",
 ]
 
 def is_available() -> bool:

@@ -85,8 +85,8 @@ def _send(storage: torch.UntypedStorage) -> tuple:
 
 
 def _reduce_tensor(tensor):
-    if tensor.device.type != DEVICE_TYPE or tensor.layout != torch.strided:
-        return reductions.reduce_tensor(tensor)  # sparse foo tensors go through their strided components
+    if tensor.device.type != DEVICE_TYPE or tensor.layout != torch.strided or tensor.is_nested:
+        return reductions.reduce_tensor(tensor)  # sparse and nested foo tensors: their components' storages
     if tensor.requires_grad and not tensor.is_leaf:
         return reductions.reduce_tensor(tensor)  # PyTorch's error: autograd does not cross processes
     torch.utils.hooks.warn_if_has_hooks(tensor)

@@ -4,6 +4,7 @@ The statistics come from foo's caching allocator (a ``c10::DeviceAllocator``), t
 ``torch.accelerator.memory_*`` reports.
 """
 import collections
+import contextlib
 import functools
 import pickle
 import sys
@@ -17,7 +18,7 @@ __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_snapshot", "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
     "set_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
-    "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
+    "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "MemPool", "use_mem_pool",
 ]
 
 
@@ -329,10 +330,87 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
         pickle.dump(_snapshot(), f)
 
 
-def memory_snapshot() -> list[dict[str, Any]]:
+def memory_snapshot(mempool_id: Optional[tuple[int, int]] = None, include_traces: bool = True) -> list[dict[str, Any]]:
     """The segments of every foo device's caching allocator (``_snapshot()["segments"]``), as
-    ``torch.cuda.memory_snapshot``."""
-    return _snapshot()["segments"]
+    ``torch.cuda.memory_snapshot``.
+
+    Args:
+        mempool_id (tuple[int, int], optional): only the segments of this private pool (a :class:`MemPool`'s
+            ``id``, or a graph's pool).
+        include_traces (bool): accepted as by ``torch.cuda.memory_snapshot``; segments carry no traces.
+    """
+    segments = _snapshot()["segments"]
+    if mempool_id is None:
+        return segments
+    return [segment for segment in segments if tuple(segment["segment_pool_id"]) == tuple(mempool_id)]
+
+
+class MemPool:
+    r"""A private pool of foo's caching allocator, as ``torch.cuda.MemPool``: the allocations a thread makes
+    inside :func:`use_mem_pool` come from segments only the pool serves, and go back to it when freed. Graphs
+    share it when captured with ``pool=mem_pool.id``. The pool belongs to the device current at its creation;
+    when the pool and the tensors allocated from it are gone, its segments go back to the device.
+
+    Args:
+        allocator: must be ``None``: foo has one caching allocator (CUDA's pluggable allocators have no foo
+            counterpart).
+        use_on_oom (bool): must be ``False`` (not supported on foo).
+        no_split (bool): must be ``False`` (not supported on foo).
+    """
+
+    def __init__(self, allocator: Any = None, use_on_oom: bool = False, no_split: bool = False):
+        if allocator is not None:
+            raise NotImplementedError("torch.foo.MemPool: foo has no pluggable allocators: pass allocator=None")
+        if use_on_oom or no_split:
+            raise NotImplementedError("torch.foo.MemPool: use_on_oom and no_split are not supported on foo")
+        _lazy_init()
+        self._device = _C._get_device()
+        self._id = tuple(_C._mem_pool_create(self._device))
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """The ID of this pool, a tuple of two ints."""
+        return self._id
+
+    @property
+    def allocator(self) -> None:
+        """``None``: the pool's memory comes from foo's caching allocator."""
+        return None
+
+    def use_count(self) -> int:
+        """How many hold the pool: the pool itself, each open :func:`use_mem_pool` on it, each graph using it."""
+        return _C._mem_pool_use_count(self._device, self._id)
+
+    def snapshot(self, include_traces: bool = True) -> list[dict[str, Any]]:
+        """The segments of this pool, as :func:`memory_snapshot` gives them.
+
+        Args:
+            include_traces (bool): accepted as by ``torch.cuda.MemPool.snapshot``; segments carry no traces.
+        """
+        return memory_snapshot(self._id, include_traces=include_traces)
+
+    def __del__(self) -> None:
+        if getattr(self, "_id", None) is not None and _C is not None:
+            _C._release_pool(self._device, self._id)
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: Any = None):
+    r"""Route the calling thread's allocations on a foo device to ``pool``, as ``torch.cuda.use_mem_pool``.
+    Other threads (autograd's backward threads too) allocate as before.
+
+    Args:
+        pool (torch.foo.MemPool): the pool the allocations come from.
+        device (torch.device, str or int, optional): the foo device; the current foo device if ``None``.
+    """
+    _lazy_init()
+    index = _C._get_device() if device is None else _get_device_index(device, optional=True)
+    _C._begin_allocate_current_thread_to_pool(index, pool.id)
+    try:
+        yield
+    finally:
+        _C._end_allocate_to_pool(index, pool.id)
+        _C._release_pool(index, pool.id)
 
 
 def _set_allocator_settings(env: str) -> None:

@@ -10,6 +10,7 @@ import gc
 import inspect
 import json
 import os
+import threading
 
 import pytest
 import torch
@@ -860,3 +861,101 @@ def test_recovery_code_finds_a_batch_size_that_fits():
     shape = train()
     assert len(tried) == 3 and tried[0] == 64 and tried[0] > tried[1] > tried[2]
     assert shape == (tried[2], 2)
+
+
+# ---- MemPool and use_mem_pool (torch.cuda.MemPool's semantics) --------------------------------------
+
+def _pool_addresses(pool_id):
+    return {block["address"] for segment in torch.foo.memory_snapshot(pool_id) for block in segment["blocks"]}
+
+
+def test_allocations_inside_use_mem_pool_come_from_the_pool():
+    pool = torch.foo.MemPool()
+    assert pool.use_count() == 1 and pool.allocator is None
+    outside_before = torch.ones(1000, device="foo")
+    with torch.foo.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        inside = torch.arange(1000.0, device="foo")
+        big = torch.ones(3_000_000, device="foo")  # a large block: its own segment, in the pool too
+    assert pool.use_count() == 1
+    outside_after = torch.ones(1000, device="foo")
+    owned = _pool_addresses(pool.id)
+    assert inside.data_ptr() in owned and big.data_ptr() in owned
+    assert outside_before.data_ptr() not in owned and outside_after.data_ptr() not in owned
+    assert {tuple(s["segment_pool_id"]) for s in pool.snapshot()} == {pool.id}
+    assert inside.sum().item() == sum(range(1000))
+
+
+def test_a_pools_freed_blocks_serve_only_the_pool():
+    pool = torch.foo.MemPool()
+    with torch.foo.use_mem_pool(pool):
+        first = torch.empty(4096, device="foo")
+    address = first.data_ptr()
+    del first
+    outside = torch.empty(4096, device="foo")
+    assert outside.data_ptr() != address  # the pool's free block is not handed out elsewhere
+    with torch.foo.use_mem_pool(pool):
+        again = torch.empty(4096, device="foo")
+    assert again.data_ptr() == address  # but the pool's next allocation reuses it
+
+
+def test_use_mem_pool_routes_only_the_calling_thread():
+    pool = torch.foo.MemPool()
+    other = []
+    with torch.foo.use_mem_pool(pool):
+        thread = threading.Thread(target=lambda: other.append(torch.ones(1000, device="foo")))
+        thread.start()
+        thread.join()
+        mine = torch.ones(1000, device="foo")
+    owned = _pool_addresses(pool.id)
+    assert mine.data_ptr() in owned and other[0].data_ptr() not in owned
+
+
+def test_nested_use_mem_pool_routes_to_the_innermost_pool():
+    outer, inner = torch.foo.MemPool(), torch.foo.MemPool()
+    with torch.foo.use_mem_pool(outer):
+        a = torch.ones(100, device="foo")
+        with torch.foo.use_mem_pool(inner):
+            b = torch.ones(100, device="foo")
+        c = torch.ones(100, device="foo")
+    assert {a.data_ptr(), c.data_ptr()} <= _pool_addresses(outer.id)
+    assert b.data_ptr() in _pool_addresses(inner.id)
+
+
+def test_a_graph_captured_with_a_mem_pool_shares_it():
+    pool = torch.foo.MemPool()
+    static = torch.ones(256, device="foo")
+    (static * 2).sum()  # warm up the operators outside the capture
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph, pool=pool.id):
+        out = static * 2
+    assert graph.pool() == pool.id and pool.use_count() == 2
+    assert out.data_ptr() in _pool_addresses(pool.id)
+    graph.replay()
+    assert out.sum().item() == 512.0
+    del graph
+    assert pool.use_count() == 1
+
+
+def test_a_pools_memory_goes_back_to_the_device_when_the_pool_and_its_tensors_are_gone():
+    torch.foo.synchronize()
+    torch.foo.empty_cache()
+    reserved = torch.foo.memory_reserved()
+    pool = torch.foo.MemPool()
+    pool_id = pool.id
+    with torch.foo.use_mem_pool(pool):
+        survivor = torch.ones(3_000_000, device="foo")
+    del pool  # its tensor keeps its memory
+    assert torch.foo.memory_reserved() > reserved and survivor.sum().item() == 3_000_000
+    del survivor
+    torch.foo.synchronize()
+    assert torch.foo.memory_snapshot(pool_id) == []
+    torch.foo.empty_cache()  # the sum's small block, cached in the shared pool (a pool's segments it leaves alone)
+    assert torch.foo.memory_reserved() == reserved
+
+
+def test_mem_pool_arguments_foo_does_not_support():
+    with pytest.raises(NotImplementedError, match="pluggable allocators"):
+        torch.foo.MemPool(allocator=object())
+    with pytest.raises(NotImplementedError, match="use_on_oom and no_split"):
+        torch.foo.MemPool(use_on_oom=True)

@@ -318,7 +318,7 @@ SCRIPTS = {
     ),
     # Errors: other devices, a forked receiver, a pinned host tensor (shared CPU memory, as with CUDA), events.
     "sharing_errors": _spawning(
-        ["receive_and_report", "pinned_child"],
+        ["receive_and_report", "pinned_child", "dense_forms"],
         "from multiprocessing.reduction import ForkingPickler\n",
         """
         ctx = mp.get_context("spawn")
@@ -337,6 +337,13 @@ SCRIPTS = {
         fq.put(torch.ones(2, device="foo:0"))
         print("forked", fr.get(timeout=120))
         f.join(timeout=120)
+        q, r = ctx.Queue(), ctx.Queue()
+        c = ctx.Process(target=dense_forms, args=(q, r))
+        c.start()
+        q.put(torch.eye(3, device="foo:1").to_sparse())
+        q.put(torch.nested.nested_tensor([torch.ones(2), torch.arange(3.0)], device="foo:1"))
+        print("sparse_and_nested", r.get(timeout=120))
+        c.join(timeout=120)
         pinned = torch.arange(5.0).pin_memory()
         q, r = ctx.Queue(), ctx.Queue()
         c = ctx.Process(target=pinned_child, args=(q, r))
@@ -524,6 +531,16 @@ def producer(q, done):
 def receive_and_report(q, r):
     try:
         r.put(("received", q.get(timeout=120).cpu().tolist()))
+    except Exception as e:
+        r.put(_error(e))
+
+
+def dense_forms(q, r):
+    """Sparse and nested foo tensors, received: their layouts and dense values."""
+    try:
+        sparse, nested = q.get(timeout=120), q.get(timeout=120)
+        r.put((str(sparse.layout), str(sparse.device), sparse.to_dense().cpu().tolist(), nested.is_nested,
+               str(nested.device), [t.cpu().tolist() for t in nested.unbind()]))
     except Exception as e:
         r.put(_error(e))
 
@@ -731,6 +748,13 @@ def test_sharing_errors(subprocesses):
     assert kind == "RuntimeError" and MSG in message, message
     assert out["plain_event"].startswith("RuntimeError foo: only an event created with interprocess=True")
     assert out["timing_event"].startswith("ValueError foo: an interprocess event cannot measure time")
+
+
+def test_sparse_and_nested_tensors_go_through_their_components(subprocesses):
+    out = labelled(subprocesses.check("sharing_errors"))
+    eye = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    assert ast.literal_eval(out["sparse_and_nested"]) == (
+        "torch.sparse_coo", "foo:1", eye, True, "foo:1", [[1.0, 1.0], [0.0, 1.0, 2.0]])
 
 
 def test_a_pinned_host_tensor_is_shared_through_shared_cpu_memory(subprocesses):

@@ -256,6 +256,24 @@ PYBIND11_MODULE(_C, m) {
   m.def("_record_memory_history", &recordMemoryHistory);
   m.def("_register_graph_impl", &registerGraphImpl);
   m.def("_graph_pool_handle", &newGraphPoolHandle);
+  // torch.foo.MemPool and use_mem_pool: private pools of the caching allocator, by id (from the ids of graph pools).
+  m.def("_mem_pool_create", [](int device) {
+    const c10::MempoolId_t id = newGraphPoolHandle();
+    cachingAllocator().createPool(checkedIndex(device), id);
+    return id;
+  });
+  m.def("_mem_pool_use_count", [](int device, c10::MempoolId_t id) {
+    return cachingAllocator().poolUseCount(checkedIndex(device), id);
+  });
+  m.def("_begin_allocate_current_thread_to_pool", [](int device, c10::MempoolId_t id) {
+    cachingAllocator().beginAllocateCurrentThreadToPool(checkedIndex(device), id);
+  });
+  m.def("_end_allocate_to_pool", [](int device, c10::MempoolId_t id) {
+    cachingAllocator().endAllocateToPool(checkedIndex(device), id);
+  });
+  m.def("_release_pool", [](int device, c10::MempoolId_t id) {
+    cachingAllocator().releasePool(checkedIndex(device), id);
+  });
   m.def("_is_current_stream_capturing", &currentStreamIsCapturing);
   m.def("_memory_snapshot", [] { return snapshotToPython(cachingAllocator().snapshot()); });
   m.def("_host_memory_stats", &hostMemoryStats);

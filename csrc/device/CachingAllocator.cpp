@@ -125,7 +125,7 @@ Block* DeviceCache::malloc(size_t requested, fooStream_t stream) {
 DeviceCache::Request DeviceCache::roundAndPickPool(size_t requested, fooStream_t stream) {
   const size_t size = roundSize(requested);
   const bool small = size <= kSmallSize;
-  PrivatePool* private_pool = capturingPool(stream);
+  PrivatePool* private_pool = routedPool(stream);
   return Request{requested, size, small, stream, private_pool, &poolFor(private_pool, small)};
 }
 
@@ -305,7 +305,7 @@ void DeviceCache::cacheBlock(Block* block) {
   updateStat(stats_.inactive_split, small, split_blocks);
   updateStat(stats_.inactive_split_bytes, small, split_bytes);
   putInPool(pool, block);
-  if (block->pool != nullptr && block->pool->graphs == 0) forgetIfUnused(block->pool);
+  if (block->pool != nullptr && block->pool->users == 0) forgetIfUnused(block->pool);
 }
 
 // ---- Blocks and pools
@@ -380,8 +380,14 @@ Pool& DeviceCache::poolFor(PrivatePool* private_pool, bool small) {
   return small ? small_pool_ : large_pool_;
 }
 
-// The pool a capture that `stream` records into (its own, or one it joined) allocates from, if any.
-PrivatePool* DeviceCache::capturingPool(fooStream_t stream) const {
+// Where an allocation on `stream` comes from: the calling thread's pool inside use_mem_pool, else the pool of
+// the capture `stream` records into (its own, or one it joined), if any.
+PrivatePool* DeviceCache::routedPool(fooStream_t stream) const {
+  if (!threads_.empty()) {
+    const std::thread::id self = std::this_thread::get_id();
+    for (auto it = threads_.rbegin(); it != threads_.rend(); ++it)
+      if (it->first == self) return it->second;
+  }
   if (captures_.empty()) return nullptr;
   unsigned long long capture_id = 0;
   if (fooStreamGetCaptureId(device_, stream, &capture_id) != fooSuccess || capture_id == 0) return nullptr;
@@ -481,19 +487,47 @@ void DeviceCache::reportToProfiler(void* ptr, int64_t delta) const {
 
 // ---- Graph memory pools
 
-void DeviceCache::beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+PrivatePool& DeviceCache::poolWithUser(c10::MempoolId_t id) {
   std::unique_ptr<PrivatePool>& pool = private_pools_[id];
   if (!pool) pool = std::make_unique<PrivatePool>(id);
-  pool->graphs += 1;
-  captures_.emplace_back(capture_id, pool.get());
+  pool->users += 1;
+  return *pool;
 }
 
+void DeviceCache::createPool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  poolWithUser(id);
+}
+
+void DeviceCache::beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  captures_.emplace_back(capture_id, &poolWithUser(id));
+}
+
+void DeviceCache::beginAllocateCurrentThreadToPool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  threads_.emplace_back(std::this_thread::get_id(), &poolWithUser(id));
+}
+
+// Captures into the pool end; the calling thread's innermost use_mem_pool of it ends (others' go on).
 void DeviceCache::endAllocateToPool(c10::MempoolId_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
                                  [&](const auto& capture) { return capture.second->id == id; }),
                   captures_.end());
+  const std::thread::id self = std::this_thread::get_id();
+  for (auto it = threads_.rbegin(); it != threads_.rend(); ++it) {
+    if (it->first == self && it->second->id == id) {
+      threads_.erase(std::next(it).base());
+      break;
+    }
+  }
+}
+
+int DeviceCache::poolUseCount(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = private_pools_.find(id);
+  return found == private_pools_.end() ? 0 : found->second->users;
 }
 
 void DeviceCache::releasePool(c10::MempoolId_t id) {
@@ -501,7 +535,7 @@ void DeviceCache::releasePool(c10::MempoolId_t id) {
   auto found = private_pools_.find(id);
   if (found == private_pools_.end()) return;
   PrivatePool& pool = *found->second;
-  if (--pool.graphs > 0) return;
+  if (--pool.users > 0) return;
   processEvents();
   forgetIfUnused(&pool);
 }
@@ -662,7 +696,7 @@ void CachingAllocator::setMemoryFraction(double fraction, c10::DeviceIndex devic
   deviceCache(device).setLimit(static_cast<size_t>(fraction * static_cast<double>(getMemoryInfo(device).second)));
 }
 
-// ---- CachingAllocator: graph memory pools
+// ---- CachingAllocator: private memory pools
 
 void CachingAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
                                            unsigned long long capture_id) {
@@ -673,7 +707,17 @@ void CachingAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId
   deviceCache(device).endAllocateToPool(id);
 }
 
+void CachingAllocator::beginAllocateCurrentThreadToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  deviceCache(device).beginAllocateCurrentThreadToPool(id);
+}
+
+void CachingAllocator::createPool(c10::DeviceIndex device, c10::MempoolId_t id) { deviceCache(device).createPool(id); }
+
 void CachingAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id) { deviceCache(device).releasePool(id); }
+
+int CachingAllocator::poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
+  return deviceCache(device).poolUseCount(id);
+}
 
 // ---- The allocator, and storage resizing
 

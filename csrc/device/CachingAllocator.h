@@ -44,14 +44,19 @@ class CachingAllocator final : public c10::DeviceAllocator {
   // torch.OutOfMemoryError (once); negative: disarmed.
   void failAllocation(c10::DeviceIndex device, int64_t allocations);
 
-  // ---- Graph memory pools (CUDA's private pools)
+  // ---- Private memory pools (CUDA's): graphs' and MemPools'
   // From beginAllocateToPool to endAllocateToPool, allocations on the streams recording into capture
   // `capture_id` (the capturing stream, and streams that joined it) come from the pool `id` (created on
-  // first use; graphs that pass the same id share it), whose blocks serve only such allocations.
-  // releasePool: one graph using it is gone.
+  // first use; graphs that pass the same id share it), whose blocks serve only such allocations;
+  // beginAllocateCurrentThreadToPool routes the calling thread's allocations on `device` (use_mem_pool).
+  // createPool makes a MemPool's pool, with its one user; each begin adds a user, releasePool removes one
+  // (at none, the pool's free segments go back to the device), poolUseCount counts them.
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, unsigned long long capture_id);
+  void beginAllocateCurrentThreadToPool(c10::DeviceIndex device, c10::MempoolId_t id);
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+  void createPool(c10::DeviceIndex device, c10::MempoolId_t id);
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
+  int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
 
   // ---- Memory history and snapshots (AllocatorHistory.cpp)
   // As CUDA's allocator keeps it (torch.foo.memory._record_memory_history): `recorder` gathers the stack

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,13 +54,16 @@ struct BlockLess {
 // Cached free blocks, by stream, then size, then address.
 using Pool = std::set<Block*, BlockLess>;
 
-// The memory pool of graphs (CUDA's private pools): allocations made while a graph is captured come from
-// segments only such captures use, so memory a graph's replays write is never handed to other tensors.
+// A private memory pool (CUDA's): the pool of graphs, whose captures allocate from segments only they use (so
+// memory a graph's replays write is never handed to other tensors), or a MemPool, which the allocations of a
+// thread inside use_mem_pool come from.
 struct PrivatePool {
   explicit PrivatePool(c10::MempoolId_t pool_id) : id(pool_id) {}
   c10::MempoolId_t id;
   Pool small, large;  // its cached free blocks
-  int graphs = 0;     // the graphs using it; at 0 its free segments go back to the device
+  // Its users (graphs, a MemPool, open use_mem_pool contexts: MemPool.use_count()); at 0 its free segments go
+  // back to the device.
+  int users = 0;
 };
 
 struct FreedBlock {
@@ -89,9 +93,15 @@ class DeviceCache {
   // torch.OutOfMemoryError, once; a negative count disarms it.
   void failAllocation(int64_t allocations);
 
-  // ---- Graph memory pools (CachingAllocator.cpp)
+  // ---- Private memory pools (CachingAllocator.cpp)
+  // A MemPool: the pool, with one user.
+  void createPool(c10::MempoolId_t id);
+  // Until endAllocateToPool, the allocations of capture `capture_id` (or of the calling thread) come from the
+  // pool (created on first use), which gains a user.
   void beginAllocateToPool(c10::MempoolId_t id, unsigned long long capture_id);
+  void beginAllocateCurrentThreadToPool(c10::MempoolId_t id);
   void endAllocateToPool(c10::MempoolId_t id);
+  int poolUseCount(c10::MempoolId_t id);
   // A graph using the pool is gone; with the last one, the pool's free segments go back to the device
   // (blocks graph outputs still hold join them when freed: their segments stay reserved until then).
   void releasePool(c10::MempoolId_t id);
@@ -129,7 +139,8 @@ class DeviceCache {
   Block* takeFromPool(Pool& pool, Pool::iterator it);
   void putInPool(Pool& pool, Block* block);
   Pool& poolFor(PrivatePool* private_pool, bool small);
-  PrivatePool* capturingPool(fooStream_t stream) const;
+  PrivatePool* routedPool(fooStream_t stream) const;
+  PrivatePool& poolWithUser(c10::MempoolId_t id);
 
   // Freeing, caching and releasing blocks.
   void processEvents();
@@ -159,6 +170,7 @@ class DeviceCache {
   TraceRing trace_;  // this device's recent actions, when the history keeps them
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
   std::vector<std::pair<unsigned long long, PrivatePool*>> captures_;  // graphs being captured, by capture id
+  std::vector<std::pair<std::thread::id, PrivatePool*>> threads_;      // threads inside use_mem_pool, innermost last
 };
 
 DeviceCache& deviceCache(c10::DeviceIndex device);
