@@ -28,6 +28,8 @@ from .random import (
 )
 from .memory import (
     MemPool,
+    caching_allocator_alloc,
+    caching_allocator_delete,
     empty_cache,
     host_memory_stats,
     host_memory_stats_as_nested_dict,
@@ -62,7 +64,7 @@ __all__ = [
     "is_bf16_supported", "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
     "StreamContext", "FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
     "make_graphed_callables", "set_sync_debug_mode", "get_sync_debug_mode", "ipc_collect", "MemPool",
-    "use_mem_pool",
+    "use_mem_pool", "caching_allocator_alloc", "caching_allocator_delete",
 ]
 
 def is_available() -> bool:

@@ -13,12 +13,14 @@ from typing import Any, Optional
 import torch
 
 from ._utils import _C, _get_device_index, _lazy_init, is_initialized
+from .streams import current_stream, stream as stream_context
 
 __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_snapshot", "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
     "set_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "MemPool", "use_mem_pool",
+    "caching_allocator_alloc", "caching_allocator_delete",
 ]
 
 
@@ -343,6 +345,33 @@ def memory_snapshot(mempool_id: Optional[tuple[int, int]] = None, include_traces
     if mempool_id is None:
         return segments
     return [segment for segment in segments if tuple(segment["segment_pool_id"]) == tuple(mempool_id)]
+
+
+def caching_allocator_alloc(size: int, device: Any = None, stream: Optional[torch.Stream] = None) -> int:
+    """Allocate ``size`` bytes of device memory from foo's caching allocator and return its address, as
+    ``torch.cuda.caching_allocator_alloc``: for memory that no tensor owns (free it with
+    :func:`caching_allocator_delete`).
+
+    Args:
+        size (int): the number of bytes.
+        device (torch.device, str or int, optional): the foo device; the current foo device if ``None``.
+        stream (torch.Stream, optional): the foo stream the memory is used on (its reuse is ordered after that
+            stream's work); the device's current stream if ``None``.
+    """
+    _lazy_init()
+    index = _C._get_device() if device is None else _get_device_index(device, optional=True)
+    with stream_context(current_stream(index) if stream is None else stream):
+        return _C._caching_allocator_alloc(index, size)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Free memory from :func:`caching_allocator_alloc`, as ``torch.cuda.caching_allocator_delete``: it goes back to
+    the cache, reusable once the work queued on its stream so far is done.
+
+    Args:
+        mem_ptr (int): the address :func:`caching_allocator_alloc` returned.
+    """
+    _C._caching_allocator_delete(mem_ptr)
 
 
 class MemPool:

@@ -959,3 +959,75 @@ def test_mem_pool_arguments_foo_does_not_support():
         torch.foo.MemPool(allocator=object())
     with pytest.raises(NotImplementedError, match="use_on_oom and no_split"):
         torch.foo.MemPool(use_on_oom=True)
+
+
+def test_caching_allocator_alloc_and_delete():
+    # torch.cuda.caching_allocator_alloc/delete: memory no tensor owns, from the cache and back to it.
+    torch.foo.synchronize()
+    before = torch.foo.memory_allocated()
+    ptr = torch.foo.caching_allocator_alloc(1000)
+    assert isinstance(ptr, int) and ptr != 0
+    assert torch.foo.memory_allocated() == before + 1024  # rounded to the allocator's 512-byte blocks
+    torch.foo.caching_allocator_delete(ptr)
+    assert torch.foo.memory_allocated() == before
+    side = torch.foo.Stream()
+    ptr = torch.foo.caching_allocator_alloc(4096, device="foo:0", stream=side)
+    torch.foo.caching_allocator_delete(ptr)
+    assert torch.foo.memory_allocated() == before
+
+
+# ---- What Inductor's graph trees ask of the allocator (issue 28): CUDA's torch._C functions, for foo ----------
+
+def test_a_pools_live_allocations_are_checked_exactly():
+    pool = torch.foo.MemPool()
+    with torch.foo.use_mem_pool(pool):
+        a = torch.ones(100, device="foo")
+        b = torch.ones(300_000, device="foo")
+    outside = torch.ones(100, device="foo")
+    check = foo_backend._C._check_pool_live_allocations
+    assert check(0, pool.id, [a.data_ptr(), b.data_ptr()])
+    assert not check(0, pool.id, [a.data_ptr()])  # b is live too
+    assert not check(0, pool.id, [a.data_ptr(), b.data_ptr(), outside.data_ptr()])  # outside is not the pool's
+    del b
+    assert check(0, pool.id, [a.data_ptr()])
+    with pytest.raises(RuntimeError, match="no memory pool"):
+        check(0, (12345, 0), [])
+
+
+def test_a_storage_freed_and_disowned_keeps_its_pointer_without_its_block():
+    pool = torch.foo.MemPool()
+    with torch.foo.use_mem_pool(pool):
+        t = torch.ones(1000, device="foo")
+    storage = t.untyped_storage()
+    assert foo_backend._C._has_standard_deleter(storage._cdata)
+    address = storage.data_ptr()
+    foo_backend._C._free_and_remove_deleter_fn(storage._cdata)
+    assert not foo_backend._C._has_standard_deleter(storage._cdata)
+    assert storage.data_ptr() == address  # still points there, owning nothing
+    assert foo_backend._C._check_pool_live_allocations(0, pool.id, [])  # the block is free again
+    with torch.foo.use_mem_pool(pool):
+        reused = torch.zeros(1000, device="foo")
+    assert reused.data_ptr() == address
+    with pytest.raises(RuntimeError, match="caching allocator owns"):
+        foo_backend._C._free_and_remove_deleter_fn(storage._cdata)
+
+
+def test_storage_access_errors_name_the_cause():
+    t = torch.ones(4, device="foo")
+    foo_backend._C._set_storage_access_error_msg(t, "overwritten by a later replay")
+    with pytest.raises(RuntimeError, match="overwritten by a later replay"):
+        t.data_ptr()
+    u = torch.ones(4, device="foo")
+    foo_backend._C._set_storage_data_ptr_access_error_msg(u.untyped_storage()._cdata, "freed by the graph tree")
+    with pytest.raises(RuntimeError, match="freed by the graph tree"):
+        u.add_(1)
+
+
+def test_the_memory_history_flag():
+    assert not foo_backend._C._is_history_enabled()
+    torch.foo.memory._record_memory_history(max_entries=10)
+    try:
+        assert foo_backend._C._is_history_enabled()
+    finally:
+        torch.foo.memory._record_memory_history(enabled=None)
+    assert not foo_backend._C._is_history_enabled()

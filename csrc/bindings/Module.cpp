@@ -29,6 +29,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 // Declared in torch/csrc/profiler/python/combined_traceback.h, whose includes (nlohmann's JSON) the wheel lacks.
 namespace torch {
@@ -273,6 +274,32 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_release_pool", [](int device, c10::MempoolId_t id) {
     cachingAllocator().releasePool(checkedIndex(device), id);
+  });
+  // torch.foo.caching_allocator_alloc/delete; the delete is also CUDA's raw_delete for graph trees.
+  m.def("_caching_allocator_alloc", [](int device, size_t size) {
+    c10::DataPtr owned = cachingAllocator().allocateOn(checkedIndex(device), size);
+    return reinterpret_cast<uint64_t>(owned.release_context());  // the caller owns the block now
+  });
+  m.def("_caching_allocator_delete", [](uint64_t ptr) { cachingAllocator().raw_deleter()(reinterpret_cast<void*>(ptr)); });
+  // What Inductor's graph trees ask of torch._C's CUDA functions, for foo (storages by their StorageImpl address,
+  // as StorageWeakRef.cdata gives it).
+  m.def("_check_pool_live_allocations", [](int device, c10::MempoolId_t id, const std::vector<uint64_t>& ptrs) {
+    std::unordered_set<void*> expected;
+    for (const uint64_t ptr : ptrs) expected.insert(reinterpret_cast<void*>(ptr));
+    return cachingAllocator().checkPoolLiveAllocations(checkedIndex(device), id, expected);
+  });
+  m.def("_is_history_enabled", &CachingAllocator::historyEnabled);
+  m.def("_has_standard_deleter", [](uint64_t storage) {
+    return CachingAllocator::ownsBlock(reinterpret_cast<c10::StorageImpl*>(storage)->data_ptr());
+  });
+  m.def("_free_and_remove_deleter_fn", [](uint64_t storage) {
+    cachingAllocator().freeAndDisown(reinterpret_cast<c10::StorageImpl*>(storage)->mutable_data_ptr());
+  });
+  m.def("_set_storage_access_error_msg", [](const at::Tensor& tensor, std::string message) {
+    tensor.unsafeGetTensorImpl()->release_storage_and_set_meta_custom_data_ptr_error_msg_(std::move(message));
+  });
+  m.def("_set_storage_data_ptr_access_error_msg", [](uint64_t storage, std::string message) {
+    reinterpret_cast<c10::StorageImpl*>(storage)->release_data_and_set_meta_custom_data_ptr_error_msg_(std::move(message));
   });
   m.def("_is_current_stream_capturing", &currentStreamIsCapturing);
   m.def("_memory_snapshot", [] { return snapshotToPython(cachingAllocator().snapshot()); });

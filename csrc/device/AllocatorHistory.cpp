@@ -42,6 +42,8 @@ std::shared_ptr<c10::GatheredContext> gatherContext(RecordContext needed) {
 
 bool recording(RecordContext level) { return g_record_when.load(std::memory_order_relaxed) >= static_cast<int>(level); }
 
+bool historyEnabled() { return g_record_trace.load(std::memory_order_relaxed) || recording(RecordContext::STATE); }
+
 // ---- The trace of one device
 
 void TraceRing::append(TraceEntry::Action action, const void* addr, size_t size, fooStream_t stream,

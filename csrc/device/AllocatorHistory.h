@@ -20,6 +20,8 @@ std::shared_ptr<c10::GatheredContext> gatherContext(c10::CachingDeviceAllocator:
 
 // Whether the history keeps stacks at `level` (RecordContext::ALLOC: in the trace's allocation entries).
 bool recording(c10::CachingDeviceAllocator::RecordContext level);
+// Whether the history records anything (stacks or a trace): torch._C._cuda_isHistoryEnabled's answer.
+bool historyEnabled();
 
 // One device's last actions: a ring buffer of its last max_entries TraceEntry, kept while the history
 // records a trace. The device's lock guards it.

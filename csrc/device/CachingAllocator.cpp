@@ -524,6 +524,20 @@ void DeviceCache::endAllocateToPool(c10::MempoolId_t id) {
   }
 }
 
+bool DeviceCache::checkPoolLiveAllocations(c10::MempoolId_t id, const std::unordered_set<void*>& expected) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = private_pools_.find(id);
+  TORCH_CHECK(found != private_pools_.end(), "foo: no memory pool (", id.first, ", ", id.second, ") on foo:",
+              static_cast<int>(device_));
+  size_t live = 0;
+  for (const auto& [ptr, block] : active_) {
+    if (block->pool != found->second.get()) continue;
+    if (expected.count(ptr) == 0) return false;
+    ++live;
+  }
+  return live == expected.size();
+}
+
 int DeviceCache::poolUseCount(c10::MempoolId_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = private_pools_.find(id);
@@ -718,6 +732,29 @@ void CachingAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t id)
 int CachingAllocator::poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
   return deviceCache(device).poolUseCount(id);
 }
+
+// ---- CachingAllocator: for graph trees
+
+bool CachingAllocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t id,
+                                                const std::unordered_set<void*>& expected) {
+  return deviceCache(device).checkPoolLiveAllocations(id, expected);
+}
+
+bool CachingAllocator::ownsBlock(const c10::DataPtr& ptr) {
+  const c10::DeviceIndex device = ptr.device().index();
+  return ptr.device().type() == c10::DeviceType::PrivateUse1 && device >= 0 && device < FOO_MAX_DEVICES &&
+         ptr.get_deleter() == kDeviceDeleters[static_cast<size_t>(device)];
+}
+
+void CachingAllocator::freeAndDisown(c10::DataPtr& ptr) {
+  TORCH_CHECK(ownsBlock(ptr), "foo: expected a storage whose memory the caching allocator owns");
+  const c10::DeviceIndex device = ptr.device().index();
+  TORCH_CHECK(ptr.compare_exchange_deleter(kDeviceDeleters[static_cast<size_t>(device)], c10::detail::deleteNothing),
+              "foo: the storage's memory changed owner meanwhile");
+  freeOn(device, ptr.get());
+}
+
+bool CachingAllocator::historyEnabled() { return allocator::historyEnabled(); }
 
 // ---- The allocator, and storage resizing
 

@@ -6,6 +6,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/foo_runtime.h"
@@ -57,6 +58,16 @@ class CachingAllocator final : public c10::DeviceAllocator {
   void createPool(c10::DeviceIndex device, c10::MempoolId_t id);
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
   int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
+
+  // ---- What Inductor's graph trees ask of CUDA's allocator (torch.compile(mode="reduce-overhead"))
+  // Whether the allocated blocks of pool `id` are exactly those at `expected` (_cuda_checkPoolLiveAllocations).
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t id, const std::unordered_set<void*>& expected);
+  // Whether `ptr` owns a block of this allocator (its deleter frees it: _has_Standard_Deleter).
+  static bool ownsBlock(const c10::DataPtr& ptr);
+  // Frees the block `ptr` owns now, leaving `ptr` pointing at it without owning it (_free_And_Remove_DeleterFn).
+  void freeAndDisown(c10::DataPtr& ptr);
+  // Whether the memory history records anything (_cuda_isHistoryEnabled).
+  static bool historyEnabled();
 
   // ---- Memory history and snapshots (AllocatorHistory.cpp)
   // As CUDA's allocator keeps it (torch.foo.memory._record_memory_history): `recorder` gathers the stack

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -102,6 +103,7 @@ class DeviceCache {
   void beginAllocateCurrentThreadToPool(c10::MempoolId_t id);
   void endAllocateToPool(c10::MempoolId_t id);
   int poolUseCount(c10::MempoolId_t id);
+  bool checkPoolLiveAllocations(c10::MempoolId_t id, const std::unordered_set<void*>& expected);
   // A graph using the pool is gone; with the last one, the pool's free segments go back to the device
   // (blocks graph outputs still hold join them when freed: their segments stay reserved until then).
   void releasePool(c10::MempoolId_t id);
