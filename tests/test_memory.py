@@ -1031,3 +1031,55 @@ def test_the_memory_history_flag():
     finally:
         torch.foo.memory._record_memory_history(enabled=None)
     assert not foo_backend._C._is_history_enabled()
+
+
+def test_a_pool_restored_to_its_checkpoint_gives_live_storages_their_memory_back():
+    # Graph trees' cycle (CUDA's semantics): after a recording the pool is checkpointed; replays make tensors whose
+    # storages own nothing (the allocator thinks the pool free); before the next recording the checkpoint is
+    # restored and the live storages own their blocks again.
+    C = foo_backend._C
+    pool = torch.foo.MemPool()
+    with torch.foo.use_mem_pool(pool):
+        a = torch.full((1000,), 1.0, device="foo")
+        b = torch.full((1000,), 2.0, device="foo")
+    checkpoint = C._get_checkpoint_state(0, pool.id)
+    storages = [a.untyped_storage(), b.untyped_storage()]
+    addresses = [s.data_ptr() for s in storages]
+    for storage in storages:  # replay mode: the graph tree owns the memory, not the storages
+        C._free_and_remove_deleter_fn(storage._cdata)
+    assert C._check_pool_live_allocations(0, pool.id, [])
+    with torch.foo.use_mem_pool(pool):
+        stray = torch.foo.caching_allocator_alloc(4096)  # allocated since the checkpoint: freed by the restore
+    freed = C._set_checkpoint_pool_state(0, checkpoint, [], [storages[0]._cdata])
+    assert freed == [stray]
+    assert C._has_standard_deleter(storages[0]._cdata) and not C._has_standard_deleter(storages[1]._cdata)
+    assert C._check_pool_live_allocations(0, pool.id, addresses)  # b's block too: allocated, claimed by no storage
+    assert a.cpu().eq(1.0).all() and b.cpu().eq(2.0).all()  # the memory was never handed to anything else
+    torch.foo.caching_allocator_delete(addresses[1])  # what graph trees do with a block whose tensor died
+    assert C._check_pool_live_allocations(0, pool.id, addresses[:1])
+    del a, storages
+    assert C._check_pool_live_allocations(0, pool.id, [])  # a's storage owned its block again: freed with it
+    with pytest.raises(RuntimeError, match="no memory pool"):
+        C._get_checkpoint_state(0, (12345, 0))
+
+
+def test_a_restored_checkpoint_keeps_the_free_blocks_between_live_ones():
+    C = foo_backend._C
+    pool = torch.foo.MemPool()
+    with torch.foo.use_mem_pool(pool):
+        a, b, c = (torch.full((1000,), float(i), device="foo") for i in range(3))
+    gap = b.data_ptr()
+    del b  # the checkpoint has a free block between two live ones
+    checkpoint = C._get_checkpoint_state(0, pool.id)
+    storages = [a.untyped_storage(), c.untyped_storage()]
+    for storage in storages:
+        C._free_and_remove_deleter_fn(storage._cdata)
+    with torch.foo.use_mem_pool(pool):
+        across = torch.foo.caching_allocator_alloc(3 * 4096)  # takes the merged space of a, the gap and c
+    assert across == storages[0].data_ptr()
+    assert C._set_checkpoint_pool_state(0, checkpoint, [], [s._cdata for s in storages]) == [across]
+    assert C._check_pool_live_allocations(0, pool.id, [s.data_ptr() for s in storages])
+    with torch.foo.use_mem_pool(pool):
+        refill = torch.empty(1000, device="foo")
+    assert refill.data_ptr() == gap  # the gap is free again, and only the gap
+    assert a.cpu().eq(0.0).all() and c.cpu().eq(2.0).all()

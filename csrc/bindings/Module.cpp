@@ -29,6 +29,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 // Declared in torch/csrc/profiler/python/combined_traceback.h, whose includes (nlohmann's JSON) the wheel lacks.
@@ -300,6 +301,39 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_storage_data_ptr_access_error_msg", [](uint64_t storage, std::string message) {
     reinterpret_cast<c10::StorageImpl*>(storage)->release_data_and_set_meta_custom_data_ptr_error_msg_(std::move(message));
+  });
+  pybind11::class_<PoolCheckpoint, std::shared_ptr<PoolCheckpoint>>(m, "_PoolCheckpoint");
+  m.def("_get_checkpoint_state", [](int device, c10::MempoolId_t id) {
+    return std::make_shared<PoolCheckpoint>(cachingAllocator().checkpointPool(checkedIndex(device), id));
+  });
+  // As torch._C._cuda_setCheckpointPoolState: `stale` storages stop owning their memory; the checkpoint's allocated
+  // blocks go to the `live` storages pointing at them (which must own nothing); a block none claims stays allocated
+  // (graph trees free it with a raw delete). Returns the addresses of the blocks the restoration freed.
+  m.def("_set_checkpoint_pool_state", [](int device, const PoolCheckpoint& checkpoint, const std::vector<uint64_t>& stale,
+                                         const std::vector<uint64_t>& live) {
+    for (const uint64_t storage : stale) {
+      c10::DataPtr& data = reinterpret_cast<c10::StorageImpl*>(storage)->mutable_data_ptr();
+      if (CachingAllocator::ownsBlock(data)) data.release_context();
+    }
+    std::unordered_map<void*, c10::StorageImpl*> claims;
+    for (const uint64_t storage : live) {
+      auto* impl = reinterpret_cast<c10::StorageImpl*>(storage);
+      TORCH_CHECK(!CachingAllocator::ownsBlock(impl->data_ptr()), "foo: a live storage given to "
+                  "_set_checkpoint_pool_state already owns its memory");
+      claims.emplace(impl->mutable_data(), impl);
+    }
+    CachingAllocator::CheckpointDelta delta = cachingAllocator().restorePool(checkedIndex(device), checkpoint);
+    for (c10::DataPtr& block : delta.allocated) {
+      auto claim = claims.find(block.get());
+      if (claim != claims.end()) {
+        claim->second->set_data_ptr_noswap(std::move(block));
+      } else {
+        block.release_context();
+      }
+    }
+    std::vector<uint64_t> freed;
+    for (void* ptr : delta.freed) freed.push_back(reinterpret_cast<uint64_t>(ptr));
+    return freed;
   });
   m.def("_is_current_stream_capturing", &currentStreamIsCapturing);
   m.def("_memory_snapshot", [] { return snapshotToPython(cachingAllocator().snapshot()); });

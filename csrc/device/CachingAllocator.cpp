@@ -179,16 +179,22 @@ void DeviceCache::splitIfWorthIt(Block* block, const Request& request) {
   const bool small = request.small;
   const size_t remaining = block->size - size;
   if (!(small ? remaining >= kMinBlockSize : !oversize(size) && remaining > kSmallSize)) return;
-  Block* rest = newBlock(remaining, block->ptr + size, small, request.stream);
+  splitAt(block, size, *request.pool);
+}
+
+// Cuts `block` (taken out of its pool) after `size` bytes; the rest goes to `pool`.
+void DeviceCache::splitAt(Block* block, size_t size, Pool& pool) {
+  const size_t remaining = block->size - size;
+  Block* rest = newBlock(remaining, block->ptr + size, block->small, block->stream);
   rest->pool = block->pool;
   rest->prev = block;
   rest->next = block->next;
   if (rest->next) rest->next->prev = rest;
   block->next = rest;
   block->size = size;
-  putInPool(*request.pool, rest);
-  updateStat(stats_.inactive_split, small, 1);
-  updateStat(stats_.inactive_split_bytes, small, static_cast<int64_t>(remaining));
+  putInPool(pool, rest);
+  updateStat(stats_.inactive_split, block->small, 1);
+  updateStat(stats_.inactive_split_bytes, block->small, static_cast<int64_t>(remaining));
 }
 
 // The block is handed out: it becomes active, and the history, the statistics and the profiler see it.
@@ -218,7 +224,13 @@ FreedBlock DeviceCache::free(void* ptr) {
   auto found = active_.find(ptr);
   TORCH_INTERNAL_ASSERT(found != active_.end(), "foo allocator: freeing an unknown pointer");
   Block* block = found->second;
-  active_.erase(found);
+  const FreedBlock freed{block->size, block->stream};
+  freeBlock(block, std::move(context));
+  return freed;
+}
+
+void DeviceCache::freeBlock(Block* block, Context context) {
+  active_.erase(block->ptr);
   const bool small = block->small;
   updateStat(stats_.allocation, small, -1);
   updateStat(stats_.allocated_bytes, small, -static_cast<int64_t>(block->size));
@@ -242,9 +254,7 @@ FreedBlock DeviceCache::free(void* ptr) {
     block->pending_events += 1;
   }
   block->stream_uses.clear();
-  const FreedBlock freed{block->size, block->stream};
   if (block->pending_events == 0) completeFree(block, std::move(context));
-  return freed;
 }
 
 void DeviceCache::recordStream(void* ptr, fooStream_t stream) {
@@ -524,18 +534,93 @@ void DeviceCache::endAllocateToPool(c10::MempoolId_t id) {
   }
 }
 
-bool DeviceCache::checkPoolLiveAllocations(c10::MempoolId_t id, const std::unordered_set<void*>& expected) {
-  std::lock_guard<std::mutex> lock(mutex_);
+PrivatePool& DeviceCache::existingPool(c10::MempoolId_t id) {
   auto found = private_pools_.find(id);
   TORCH_CHECK(found != private_pools_.end(), "foo: no memory pool (", id.first, ", ", id.second, ") on foo:",
               static_cast<int>(device_));
+  return *found->second;
+}
+
+bool DeviceCache::checkPoolLiveAllocations(c10::MempoolId_t id, const std::unordered_set<void*>& expected) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const PrivatePool& pool = existingPool(id);
   size_t live = 0;
   for (const auto& [ptr, block] : active_) {
-    if (block->pool != found->second.get()) continue;
+    if (block->pool != &pool) continue;
     if (expected.count(ptr) == 0) return false;
     ++live;
   }
   return live == expected.size();
+}
+
+// The first blocks of the pool's segments, in address order.
+std::vector<Block*> DeviceCache::segmentHeads(const PrivatePool* pool) const {
+  std::vector<Block*> heads;
+  const auto add = [&](Block* block) {
+    if (block->pool == pool && block->prev == nullptr) heads.push_back(block);
+  };
+  for (const auto& [ptr, block] : active_) add(block);
+  for (const auto& [event, block] : pending_) add(block);
+  for (Block* block : pool->small) add(block);
+  for (Block* block : pool->large) add(block);
+  std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
+  heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+  return heads;
+}
+
+PoolCheckpoint DeviceCache::checkpointPool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PoolCheckpoint checkpoint{id, {}};
+  for (const Block* block : segmentHeads(&existingPool(id))) {
+    auto& segment = checkpoint.segments.emplace_back();
+    for (; block != nullptr; block = block->next) segment.push_back({block->ptr, block->size, block->requested, block->allocated});
+  }
+  return checkpoint;
+}
+
+// As CUDA's: frees all the pool's allocated blocks (their segments merge back whole), then allocates every block of
+// each checkpointed segment, in order, cutting the segment as the checkpoint did, and frees those it had free.
+void DeviceCache::restorePool(const PoolCheckpoint& checkpoint, std::vector<void*>& freed, std::vector<Block*>& allocated) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PrivatePool& pool = existingPool(checkpoint.id);
+  processEvents();
+  std::vector<Block*> live;
+  for (const auto& [ptr, block] : active_)
+    if (block->pool == &pool) live.push_back(block);
+  for (Block* block : live) {
+    freed.push_back(block->ptr);
+    block->stream_uses.clear();  // the graph tree's streams are ordered by its replays
+    freeBlock(block, nullptr);
+  }
+  for (const auto& segment : checkpoint.segments) {
+    Block* block = nullptr;
+    for (Pool* free_blocks : {&pool.small, &pool.large}) {
+      for (Block* candidate : *free_blocks)
+        if (candidate->ptr == segment.front().ptr) block = candidate;
+    }
+    TORCH_CHECK(block != nullptr && block->prev == nullptr, "foo: a checkpointed segment of the pool at ",
+                segment.front().ptr, " is no longer whole and free");
+    std::vector<Block*> blocks;
+    for (size_t i = 0; i < segment.size(); ++i) {
+      const PoolCheckpoint::Block& state = segment[i];
+      Pool& free_blocks = poolFor(&pool, block->small);
+      takeFromPool(free_blocks, free_blocks.find(block));
+      if (block->size > state.size) splitAt(block, state.size, free_blocks);
+      TORCH_CHECK(block->ptr == state.ptr && block->size == state.size, "foo: the pool's segment at ",
+                  segment.front().ptr, " does not match its checkpoint");
+      recordAllocation(block, Request{state.requested, state.size, block->small, block->stream, &pool, &free_blocks},
+                       nullptr);
+      blocks.push_back(block);
+      block = block->next;
+    }
+    for (size_t i = 0; i < segment.size(); ++i) {
+      if (segment[i].allocated) {
+        allocated.push_back(blocks[i]);
+      } else {
+        freeBlock(blocks[i], nullptr);
+      }
+    }
+  }
 }
 
 int DeviceCache::poolUseCount(c10::MempoolId_t id) {
@@ -755,6 +840,19 @@ void CachingAllocator::freeAndDisown(c10::DataPtr& ptr) {
 }
 
 bool CachingAllocator::historyEnabled() { return allocator::historyEnabled(); }
+
+PoolCheckpoint CachingAllocator::checkpointPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  return deviceCache(device).checkpointPool(id);
+}
+
+CachingAllocator::CheckpointDelta CachingAllocator::restorePool(c10::DeviceIndex device,
+                                                                const PoolCheckpoint& checkpoint) {
+  CheckpointDelta delta;
+  std::vector<allocator::Block*> allocated;
+  deviceCache(device).restorePool(checkpoint, delta.freed, allocated);
+  for (const allocator::Block* block : allocated) delta.allocated.push_back(ownedDataPtr(block->ptr, device));
+  return delta;
+}
 
 // ---- The allocator, and storage resizing
 

@@ -13,6 +13,18 @@
 
 namespace foo {
 
+// A private pool's segments and blocks at one moment (graph trees' checkpoint of a pool).
+struct PoolCheckpoint {
+  struct Block {
+    void* ptr;
+    size_t size;
+    size_t requested;
+    bool allocated;
+  };
+  c10::MempoolId_t id;
+  std::vector<std::vector<Block>> segments;  // each segment's blocks, in address order
+};
+
 class CachingAllocator final : public c10::DeviceAllocator {
  public:
   // ---- Allocation
@@ -68,6 +80,15 @@ class CachingAllocator final : public c10::DeviceAllocator {
   void freeAndDisown(c10::DataPtr& ptr);
   // Whether the memory history records anything (_cuda_isHistoryEnabled).
   static bool historyEnabled();
+  // The pool's state (_cuda_getCheckpointState), and its restoration (_cuda_setCheckpointPoolState): every block
+  // the pool has allocated is freed (`freed` lists them), then the checkpoint's segments are laid out again and its
+  // allocated blocks allocated (`allocated` owns them). The checkpoint's segments must still be the pool's.
+  PoolCheckpoint checkpointPool(c10::DeviceIndex device, c10::MempoolId_t id);
+  struct CheckpointDelta {
+    std::vector<void*> freed;
+    std::vector<c10::DataPtr> allocated;
+  };
+  CheckpointDelta restorePool(c10::DeviceIndex device, const PoolCheckpoint& checkpoint);
 
   // ---- Memory history and snapshots (AllocatorHistory.cpp)
   // As CUDA's allocator keeps it (torch.foo.memory._record_memory_history): `recorder` gathers the stack

@@ -104,6 +104,9 @@ class DeviceCache {
   void endAllocateToPool(c10::MempoolId_t id);
   int poolUseCount(c10::MempoolId_t id);
   bool checkPoolLiveAllocations(c10::MempoolId_t id, const std::unordered_set<void*>& expected);
+  PoolCheckpoint checkpointPool(c10::MempoolId_t id);
+  // Restores the pool to the checkpoint; `freed`: what it had allocated; `allocated`: the checkpoint's allocated blocks.
+  void restorePool(const PoolCheckpoint& checkpoint, std::vector<void*>& freed, std::vector<Block*>& allocated);
   // A graph using the pool is gone; with the last one, the pool's free segments go back to the device
   // (blocks graph outputs still hold join them when freed: their segments stay reserved until then).
   void releasePool(c10::MempoolId_t id);
@@ -132,6 +135,7 @@ class DeviceCache {
   Block* releaseCacheAndRetry(const Request& request, const Context& context, std::unique_lock<std::mutex>& lock);
   [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream, const char* cause = nullptr);
   void splitIfWorthIt(Block* block, const Request& request);
+  void splitAt(Block* block, size_t size, Pool& pool);
   void recordAllocation(Block* block, const Request& request, const Context& context);
 
   // Finding and making blocks.
@@ -146,6 +150,9 @@ class DeviceCache {
 
   // Freeing, caching and releasing blocks.
   void processEvents();
+  void freeBlock(Block* block, Context context);
+  PrivatePool& existingPool(c10::MempoolId_t id);
+  std::vector<Block*> segmentHeads(const PrivatePool* pool) const;
   void completeFree(Block* block, Context context);
   void cacheBlock(Block* block);
   void collectGarbage(size_t incoming);
