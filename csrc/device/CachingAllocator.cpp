@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "device/Common.h"
@@ -495,7 +496,7 @@ void DeviceCache::reportToProfiler(void* ptr, int64_t delta) const {
                                    fooDevice(device_));
 }
 
-// ---- Graph memory pools
+// ---- Private memory pools (graphs', MemPools')
 
 PrivatePool& DeviceCache::poolWithUser(c10::MempoolId_t id) {
   std::unique_ptr<PrivatePool>& pool = private_pools_[id];
@@ -573,7 +574,9 @@ PoolCheckpoint DeviceCache::checkpointPool(c10::MempoolId_t id) {
   PoolCheckpoint checkpoint{id, {}};
   for (const Block* block : segmentHeads(&existingPool(id))) {
     auto& segment = checkpoint.segments.emplace_back();
-    for (; block != nullptr; block = block->next) segment.push_back({block->ptr, block->size, block->requested, block->allocated});
+    for (; block != nullptr; block = block->next) {
+      segment.push_back({block->ptr, block->size, block->requested, block->allocated});
+    }
   }
   return checkpoint;
 }
@@ -592,12 +595,13 @@ void DeviceCache::restorePool(const PoolCheckpoint& checkpoint, std::vector<void
     block->stream_uses.clear();  // the graph tree's streams are ordered by its replays
     freeBlock(block, nullptr);
   }
+  std::unordered_map<void*, Block*> free_at;  // every block of the pool is free now
+  for (Pool* free_blocks : {&pool.small, &pool.large}) {
+    for (Block* block : *free_blocks) free_at.emplace(block->ptr, block);
+  }
   for (const auto& segment : checkpoint.segments) {
-    Block* block = nullptr;
-    for (Pool* free_blocks : {&pool.small, &pool.large}) {
-      for (Block* candidate : *free_blocks)
-        if (candidate->ptr == segment.front().ptr) block = candidate;
-    }
+    auto found = free_at.find(segment.front().ptr);
+    Block* block = found == free_at.end() ? nullptr : found->second;
     TORCH_CHECK(block != nullptr && block->prev == nullptr, "foo: a checkpointed segment of the pool at ",
                 segment.front().ptr, " is no longer whole and free");
     std::vector<Block*> blocks;

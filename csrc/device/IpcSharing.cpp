@@ -119,7 +119,9 @@ struct Received {
   std::string counter_handle;
   int64_t counter_offset;
   bool counter_released = false;  // by releaseReceivedAtExit
+  // Unmaps the memory and gives the counter back. However it ends, it leaves the registry below.
   void finish();
+  ~Received();
 };
 
 // The received memory this process holds, for releaseReceivedAtExit.
@@ -142,6 +144,11 @@ void Received::finish() {
   }
   fooIpcCloseMemHandle(base);
   if (release_counter) releaseCounter(counter_handle, counter_offset);
+}
+
+Received::~Received() {
+  std::lock_guard<std::mutex> lock(holding().mutex);
+  holding().received.erase(this);  // a forked child's, which releases nothing
 }
 
 // Releases received memory for deleters that run on a stream worker, which cannot wait for a stream: a thread
