@@ -212,11 +212,13 @@ def check_sanitized_mlp(plain, sanitized_env):
 COMPILE_TIMES = []
 
 
-def compiled(fn, label: str, *example_args):
-    """torch.compile(fn), compiled now (one call with `example_args`): its compile time joins COMPILE_TIMES."""
-    compiled_fn = torch.compile(fn)
+def compiled(fn, label: str, *example_args, mode: Optional[str] = None, calls: int = 1):
+    """torch.compile(fn, mode=mode), compiled now (`calls` calls with `example_args`: with reduce-overhead, the
+    third records its graphs): its compile time joins COMPILE_TIMES."""
+    compiled_fn = torch.compile(fn, mode=mode)
     start = time.perf_counter()
-    compiled_fn(*example_args)
+    for _ in range(calls):
+        compiled_fn(*example_args)
     if any(isinstance(a, torch.Tensor) and a.device.type == "foo" for a in example_args):
         torch.foo.synchronize()
     COMPILE_TIMES.append(f"{label} {time.perf_counter() - start:.1f} s")
@@ -234,6 +236,25 @@ def setup_mlp_compiled():
     cpu_env, foo_env = setup_mlp()
     for env, device in ((cpu_env, "CPU"), (foo_env, "foo")):
         env["mlp_step"] = compiled(mlp_step, f"MLP step on {device}", env["model"], env["opt"], env["x"], env["y"])
+    return cpu_env, foo_env
+
+
+def setup_chain_reduce_overhead():
+    """CPU runs the chain eagerly; foo runs it compiled with mode="reduce-overhead" (a graph tree's replay)."""
+    x, fx = _randn_pair(100)
+    return dict(x=x, chain20=chain20), dict(x=fx, chain20=compiled(chain20, "chain on foo, reduce-overhead", fx,
+                                                                   mode="reduce-overhead", calls=3))
+
+
+def setup_mlp_reduce_overhead():
+    """The MLP step compiled on both devices, with mode="reduce-overhead" on foo (its forward and backward
+    replayed as graphs; the optimizer step, which mutates its inputs, runs compiled without). Both take the
+    same three steps before the check."""
+    cpu_env, foo_env = setup_mlp()
+    cpu_env["mlp_step"] = compiled(mlp_step, "MLP step on CPU", cpu_env["model"], cpu_env["opt"], cpu_env["x"],
+                                   cpu_env["y"], calls=3)
+    foo_env["mlp_step"] = compiled(mlp_step, "MLP step on foo, reduce-overhead", foo_env["model"], foo_env["opt"],
+                                   foo_env["x"], foo_env["y"], mode="reduce-overhead", calls=3)
     return cpu_env, foo_env
 
 
@@ -324,6 +345,11 @@ CASES = [
     Case("chain of 20 ops compiled (CPU eager)", 0.8, setup_chain_compiled, "chain20(x)", "chain20(x)",
          check_chain_compiled),
     Case("MLP step compiled (CPU compiled)", 1.1, setup_mlp_compiled,
+         "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
+    # mode="reduce-overhead": Inductor's graph trees replay foo graphs.
+    Case("chain of 20 ops, reduce-overhead (CPU eager)", 0.3, setup_chain_reduce_overhead, "chain20(x)",
+         "chain20(x)", check_chain_compiled),
+    Case("MLP step reduce-overhead (CPU compiled)", 0.6, setup_mlp_reduce_overhead,
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
     # Graphs: the chain captured once on foo, replayed, against CPU eager.
     Case("chain of 20 ops, graph replay (CPU eager)", 0.5, setup_chain_graph, "chain20(x)", "replay()",

@@ -120,6 +120,16 @@ PATCHES: dict[str, Patch] = {
         apply="foo_backend.compiler.inductor:_patch_device_need_guard",
         when=_ON_FIRST_COMPILE,
     ),
+    "graph_trees_on_foo": Patch(
+        targets=("torch._inductor.cudagraph_trees", "torch._higher_order_ops.cudagraph_conditional_nodes",
+                 "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes",
+                 "torch._inductor.scheduler.Scheduler.should_partition"),
+        why="graph trees call torch.cuda and CUDA's allocator: their files run again on foo's; foo graphs pass as GPU's",
+        releases=("2.13",),
+        guard="tests/test_graph_trees.py::test_graph_trees_ask_foo_exactly_what_its_adapter_answers",
+        apply="foo_backend.compiler.graph_trees:_bind_graph_trees_to_foo",
+        when=_ON_FIRST_COMPILE + " unless CUDA is available",
+    ),
 }
 
 # What each applied patch replaced (None when it only added to a PyTorch table), by name.

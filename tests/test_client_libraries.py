@@ -133,6 +133,29 @@ def test_greedy_generation_equals_cpu(make):
     assert torch.equal(actual.cpu(), expected)
 
 
+def test_static_cache_generation_compiled_with_reduce_overhead_equals_eager_cpu():
+    """transformers' documented fast decoding: a static KV cache, each decoding step compiled with
+    mode="reduce-overhead" (its CompileConfig's default), replayed as a foo graph."""
+    model = initial(llama).eval()
+    prompt = batches(1)[0]
+    static = dict(max_new_tokens=8, do_sample=False, pad_token_id=0, cache_implementation="static")
+    expected = model.generate(prompt, **static)
+    compile_config = transformers.CompileConfig()
+    assert compile_config.mode == "reduce-overhead"
+    compile_config._compile_all_devices = True  # transformers compiles by itself only on the devices it lists
+    model.to("foo")
+    torch._dynamo.reset()
+    try:
+        for _ in range(2):  # the second generation replays the graphs the first recorded
+            actual = model.generate(prompt.to("foo"), compile_config=compile_config, **static)
+            assert torch.equal(actual.cpu(), expected)
+        from torch._inductor import cudagraph_trees
+
+        assert len(list(cudagraph_trees.get_container(0).tree_manager.get_roots())) > 0
+    finally:
+        torch._dynamo.reset()
+
+
 def test_peft_lora_training_equals_cpu():
     peft = pytest.importorskip("peft")
     config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)

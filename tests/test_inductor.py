@@ -16,6 +16,7 @@ from torch._inductor.utils import run_and_get_code
 
 from foo_backend import _patches as foo_patches
 from foo_backend.compiler import dynamo as foo_dynamo
+from foo_backend.compiler import graph_trees as foo_graph_trees
 from foo_backend.compiler import inductor as foo_inductor
 from support.subprocesses import labelled
 
@@ -506,7 +507,7 @@ def test_cache_of_compiled_graphs_is_keyed_by_foos_code_generator():
     torch.compile(lambda a: a + 1)(torch.ones(2, device="foo"))  # registers foo with Inductor
     assert custom_backend_codegen_configs["foo"] is foo_config
     saved = foo_config.save_config_portable()
-    sources = b"".join(Path(module.__file__).read_bytes() for module in (foo_inductor, foo_dynamo))
+    sources = b"".join(Path(module.__file__).read_bytes() for module in (foo_inductor, foo_dynamo, foo_graph_trees))
     assert saved["codegen_version"] == hashlib.sha256(sources).hexdigest()
 
 

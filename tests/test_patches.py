@@ -83,7 +83,7 @@ def test_patches_are_applied_when_their_subsystem_is_first_used(subprocesses):
     out = labelled(subprocesses.check("lazy"))
     assert out["at_import"] == "['accelerator_snapshot', 'default_dtype_setters', 'unnamed_process_group_backend']"
     assert out["after_dynamo"] == "['dynamo_current_stream', 'dynamo_stream_classes', 'fake_convolution']"
-    assert out["after_compile"] == ("['inductor_current_backend', 'inductor_device_need_guard', "
+    assert out["after_compile"] == ("['graph_trees_on_foo', 'inductor_current_backend', 'inductor_device_need_guard', "
                                     "'inductor_is_cpu', 'inductor_lowering_is_gpu']")
 
 

@@ -66,16 +66,16 @@ void CompiledKernel::launch(std::vector<Argument>&& arguments) const {
   }
   std::vector<uint64_t> slots(kinds_.size() + 2 * cpu_scalars);
   c10::SmallVector<std::pair<size_t, size_t>, 2> scalar_slots;  // (parameter, slot of its value)
-  std::vector<c10::Storage> storages;
   size_t next_value = kinds_.size();
   for (size_t i = 0; i < kinds_.size(); ++i) {
     const Argument& a = arguments[i];
     switch (kinds_[i]) {
       case Kind::kPointer:
         if (a.tensor.device().type() == c10::DeviceType::PrivateUse1) {
+          // Nothing is held: the caching allocator reuses freed memory in stream order and gives it back to
+          // the runtime only after the device finished its work, as for operators' launches (holding the
+          // storages would keep a tensor alive past its last use: graph trees see storages' use counts).
           slots[i] = reinterpret_cast<uint64_t>(fooKernelAddress(a.tensor.const_data_ptr()));
-          // Keeps the memory from going back to the runtime before the kernel has run.
-          storages.push_back(a.tensor.storage());
         } else {
           std::memcpy(&slots[next_value], a.tensor.const_data_ptr(), a.tensor.element_size());
           scalar_slots.emplace_back(i, next_value);
@@ -112,7 +112,7 @@ void CompiledKernel::launch(std::vector<Argument>&& arguments) const {
     }
     accesses.check(device, name_.c_str());
   }
-  enqueueOnStream(device, name_.c_str(), [entry = entry_, slots = std::move(slots), scalar_slots, storages = std::move(storages)]() mutable {
+  enqueueOnStream(device, name_.c_str(), [entry = entry_, slots = std::move(slots), scalar_slots]() mutable {
     for (const auto& [parameter, value] : scalar_slots) slots[parameter] = reinterpret_cast<uint64_t>(&slots[value]);
     entry(slots.data());
   });

@@ -31,7 +31,7 @@ from torch._inductor.virtualized import V
 
 from .. import _patches
 from .._utils import _C, DEVICE_TYPE
-from . import config
+from . import config, graph_trees
 
 __all__ = ["FooScheduling", "FooWrapperCodegen", "FooCppWrapperCodegen", "compile_kernel", "register"]
 
@@ -295,5 +295,6 @@ def register():
     for patch in ("inductor_current_backend", "inductor_is_cpu", "inductor_lowering_is_gpu",
                   "inductor_device_need_guard"):
         _patches.apply(patch)
+    graph_trees.bind()
     inductor_common.register_backend_for_device(DEVICE_TYPE, FooScheduling, FooWrapperCodegen,
                                                 FooCppWrapperCodegen, device_custom_config=config)

@@ -1,0 +1,276 @@
+"""torch.compile(mode="reduce-overhead") on foo: Inductor's graph trees warm up, record foo graphs and replay
+them (foo_backend.compiler.graph_trees).
+
+The oracles: the same functions in eager mode on CPU, and CUDA's behaviour as PyTorch's graph trees define it
+(the tree's nodes, CUDA's errors and skip messages, which the trees raise and log themselves on foo).
+"""
+import ast
+import gc
+import inspect
+import logging
+
+import pytest
+import torch
+import torch._dynamo
+import torch._inductor.config as inductor_config
+from torch._inductor import cudagraph_utils
+from torch._dynamo.utils import counters
+
+from foo_backend import _patches
+from foo_backend.compiler import graph_trees
+from foo_backend.compiler import inductor as foo_inductor
+
+
+def trees():
+    foo_inductor.register()  # what the first compilation for foo does: it gives the trees to foo
+    from torch._inductor import cudagraph_trees
+
+    return cudagraph_trees
+
+
+def graph_segments():
+    """The segments of graph pools (every pool but the default one), as PyTorch's tests of graph trees see them."""
+    return [s for s in torch.foo.memory_snapshot() if tuple(s["segment_pool_id"]) != (0, 0)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_trees():
+    """Each test compiles from scratch, and leaves no tree and no graph memory behind (as PyTorch's own tests of
+    graph trees check after each test)."""
+    torch._dynamo.reset()
+    counters.clear()
+    with inductor_config.patch(compile_threads=1, force_disable_caches=True):
+        yield
+    torch._dynamo.reset()
+    gc.collect()
+    torch.foo.synchronize()
+    torch.foo.empty_cache()
+    for device in range(torch.foo.device_count()):
+        assert trees().get_container(device).tree_manager is None
+    assert graph_segments() == []
+
+
+def manager(device=0):
+    return trees().get_container(device).tree_manager
+
+
+def recorded_graphs(device=0):
+    """The foo graphs a device's tree has recorded (one per node)."""
+    nodes, found = list(manager(device).get_roots()), []
+    while nodes:
+        node = nodes.pop()
+        found.append(node.graph)
+        nodes.extend(child for children in node.children.values() for child in children)
+    return found
+
+
+def chain(x, y):
+    return ((x @ y).relu() * 2 + x).sin().sum(dim=1)
+
+
+@pytest.mark.parametrize("compile_options", [{"mode": "reduce-overhead"},
+                                             {"options": {"triton.cudagraphs": True}}], ids=["mode", "options"])
+def test_replays_equal_eager_cpu(compile_options):
+    compiled = torch.compile(chain, **compile_options)
+    torch.manual_seed(0)
+    cases = [(torch.randn(16, 16), torch.randn(16, 16)) for _ in range(5)]
+    for x, y in cases:  # the first call warms up, the second records, the others replay
+        out = compiled(x.to("foo"), y.to("foo"))
+        torch.testing.assert_close(out.cpu(), chain(x, y))
+    assert [type(g) for g in recorded_graphs()] == [torch.foo.FooGraph]
+    assert counters["inductor"]["cudagraph_skips"] == 0
+
+
+def test_replays_make_the_host_wait_nowhere():
+    compiled = torch.compile(chain, mode="reduce-overhead")
+    x, y = torch.randn(8, 8, device="foo"), torch.randn(8, 8, device="foo")
+    for _ in range(3):
+        compiled(x, y).clone()
+    inputs = [x + i for i in range(3)]
+    torch.foo.synchronize()
+    torch.foo.set_sync_debug_mode("error")  # a host wait raises, as CUDA's sync debug mode
+    try:
+        outs = [compiled(inp, y).clone() for inp in inputs]
+    finally:
+        torch.foo.set_sync_debug_mode("default")
+    for inp, out in zip(inputs, outs):
+        torch.testing.assert_close(out.cpu(), chain(inp.cpu(), y.cpu()))
+
+
+def test_an_output_a_later_run_overwrote_raises_cudas_error():
+    @torch.compile(mode="reduce-overhead")
+    def square(x):
+        return x @ x
+
+    x = torch.randn(10, 10, device="foo")
+    first = square(x)
+    kept = first.clone()
+    square(x)
+    with pytest.raises(RuntimeError, match="accessing tensor output of CUDAGraphs that has been overwritten by a "
+                                           "subsequent run"):
+        print(first)
+    torch.testing.assert_close(kept.cpu(), x.cpu() @ x.cpu())
+
+
+def test_dynamic_shapes_record_one_graph_per_shape():
+    compiled = torch.compile(chain, mode="reduce-overhead", dynamic=True)
+    torch.manual_seed(0)
+    for rows in (4, 8, 4, 8, 4):
+        x, y = torch.randn(rows, rows), torch.randn(rows, rows)
+        for _ in range(3):
+            out = compiled(x.to("foo"), y.to("foo"))
+        torch.testing.assert_close(out.cpu(), chain(x, y))
+    assert len(recorded_graphs()) == 2
+
+
+def test_training_with_an_optimizer_equals_cpu():
+    torch.manual_seed(0)
+    torch.foo.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    foo_model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("foo")
+    foo_model.load_state_dict(cpu_model.state_dict())
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1, momentum=0.9)
+    foo_opt = torch.optim.SGD(foo_model.parameters(), lr=0.1, momentum=0.9)
+
+    @torch.compile(mode="reduce-overhead")
+    def foo_loss(inputs, targets):
+        return torch.nn.functional.mse_loss(foo_model(inputs), targets)
+
+    for _ in range(5):
+        inputs, targets = torch.randn(8, 16), torch.randn(8, 4)
+        torch.compiler.cudagraph_mark_step_begin()
+        loss = foo_loss(inputs.to("foo"), targets.to("foo"))
+        loss.backward()
+        foo_opt.step()
+        foo_opt.zero_grad()
+        expected = torch.nn.functional.mse_loss(cpu_model(inputs), targets)
+        expected.backward()
+        cpu_opt.step()
+        cpu_opt.zero_grad()
+        torch.testing.assert_close(loss.cpu(), expected.detach())
+    for foo_param, cpu_param in zip(foo_model.parameters(), cpu_model.parameters()):
+        torch.testing.assert_close(foo_param.detach().cpu(), cpu_param.detach())
+    # A forward graph and, below it, its backward one; parameters are static inputs, not copied at each replay.
+    (root,) = manager().get_roots()
+    assert root.num_descendants() == 1
+    assert counters["inductor"]["cudagraph_recorded_non_static_inputs"] > 0
+    static = root.wrapped_function.static_input_idxs
+    assert len(static) == len(list(foo_model.parameters()))
+
+
+def test_a_graph_on_a_second_device_is_recorded_there():
+    compiled = torch.compile(chain, mode="reduce-overhead")
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    for _ in range(3):
+        out = compiled(x.to("foo:1"), y.to("foo:1"))
+    assert out.device == torch.device("foo", 1)
+    torch.testing.assert_close(out.cpu(), chain(x, y))
+    assert manager(0) is None and len(recorded_graphs(1)) == 1
+    assert all(s["device"] == 1 for s in graph_segments())
+
+
+class SkipMessages(logging.Handler):
+    """The "skipping cudagraphs due to ..." messages Inductor logs while it is installed."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        if record.getMessage().startswith("skipping cudagraphs due to"):
+            self.messages.append(record.getMessage())
+
+    def __enter__(self):
+        cudagraph_utils.cudagraphs_log.addHandler(self)
+        return self.messages
+
+    def __exit__(self, *exc_info):
+        cudagraph_utils.cudagraphs_log.removeHandler(self)
+
+
+def test_a_mutated_input_runs_without_graphs_with_cudas_message():
+    @torch.compile(mode="reduce-overhead")
+    def add_two(x):
+        x.add_(2)
+        return x
+
+    with SkipMessages() as messages:
+        x = torch.ones(10, device="foo")
+        for _ in range(3):
+            add_two(x)
+    assert x.cpu().tolist() == [7.0] * 10
+    assert counters["inductor"]["cudagraph_skips"] == 1
+    (message,) = messages
+    assert "mutated inputs" in message and "x.add_(2)" in message
+    assert list(manager().get_roots()) == []
+
+
+def test_two_devices_run_without_graphs_with_cudas_message():
+    @torch.compile(mode="reduce-overhead")
+    def add(x, y):
+        return x + 1, y + 2
+
+    with SkipMessages() as messages:
+        a, b = add(torch.ones(4, device="foo:0"), torch.ones(4, device="foo:1"))
+    assert (a.device, b.device) == (torch.device("foo", 0), torch.device("foo", 1))
+    assert a.cpu().tolist() == [2.0] * 4 and b.cpu().tolist() == [3.0] * 4
+    assert counters["inductor"]["cudagraph_skips"] == 1
+    (message,) = messages
+    assert "multiple devices: device(type='foo', index=0), device(type='foo', index=1)" in message
+    with inductor_config.patch("triton.cudagraph_or_error", True):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="multiple devices"):
+            add(torch.ones(4, device="foo:0"), torch.ones(4, device="foo:1"))
+
+
+def test_cpu_work_is_partitioned_out_of_the_graphs():
+    @torch.compile(mode="reduce-overhead")
+    def both(x, y):
+        return (x * 2).sin(), y.cos() + 1
+
+    for _ in range(3):
+        on_foo, on_cpu = both(torch.ones(6, device="foo"), torch.ones(5))
+    assert on_foo.device.type == "foo" and on_cpu.device.type == "cpu"
+    torch.testing.assert_close(on_foo.cpu(), torch.ones(6).mul(2).sin())
+    torch.testing.assert_close(on_cpu, torch.ones(5).cos() + 1)
+    assert counters["inductor"]["cudagraph_skips"] == 0 and len(recorded_graphs()) == 1
+
+
+# What graph trees (and the control-flow modes they enter) ask of torch.cuda in this release; foo_backend's
+# adapter answers each, and each function of torch._C they call that the CPU build lacks. A release that asks
+# more or otherwise fails here.
+ASKED_OF_CUDA = {"CUDAGraph", "Stream", "current_stream", "device", "graph", "graph_pool_handle",
+                 "is_current_stream_capturing", "memory", "memory_snapshot", "stream", "synchronize"}
+
+
+def _attributes_of(source, prefix):
+    """The names ``prefix.<name>`` reads in ``source`` (``prefix`` a dotted name such as ``torch.cuda``)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and ast.unparse(node.value) == prefix:
+            names.add(node.attr)
+    return names
+
+
+def test_graph_trees_ask_foo_exactly_what_its_adapter_answers():
+    """The ``"graph_trees_on_foo"`` patch's guard: what PyTorch's graph trees ask of CUDA is what foo's adapter
+    answers, they read ``is_cuda`` where foo has them read ``is_foo``, and Inductor still refuses graphs on
+    a device other than CUDA's and partitions other devices' work out of them."""
+    tree_module = trees()
+    from torch._higher_order_ops import cudagraph_conditional_nodes
+
+    assert _patches.applied("graph_trees_on_foo")
+    sources = [inspect.getsource(m) for m in (tree_module, cudagraph_conditional_nodes)]
+    asked = set().union(*(_attributes_of(s, "torch.cuda") for s in sources))
+    assert asked == ASKED_OF_CUDA
+    assert all(hasattr(graph_trees.FooAsCuda(), name) for name in asked)
+    from_torch_c = set().union(*(_attributes_of(s, "torch._C") for s in sources))
+    missing_on_cpu = {name for name in from_torch_c if name.startswith("_cud") or not hasattr(torch._C, name)}
+    assert missing_on_cpu == set(graph_trees.CUDA_FUNCTIONS_ANSWERED)
+    assert [graph_trees._code_reading_is_foo(m)[1] for m in (tree_module, cudagraph_conditional_nodes)] == [3, 1]
+    assert isinstance(tree_module.torch, graph_trees.GraphTreesTorch)
+    # PyTorch's own check and partitioning, which the patch extends to foo.
+    check, should_partition = _patches.upstream("graph_trees_on_foo")
+    assert check({torch.device("foo", 0): None}) == "skipping cudagraphs due to multiple devices: " \
+                                                    "device(type='foo', index=0)"
+    assert "if not node.is_gpu():" in inspect.getsource(should_partition)
