@@ -123,6 +123,9 @@ PATCHES: dict[str, Patch] = {
     "graph_trees_on_foo": Patch(
         targets=("torch._inductor.cudagraph_trees", "torch._higher_order_ops.cudagraph_conditional_nodes",
                  "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes",
+                 "torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph",
+                 "torch._dynamo.backends.cudagraphs.check_multiple_devices_or_any_cpu_nodes",
+                 "torch._dynamo.backends.cudagraphs.get_device_index",
                  "torch._inductor.scheduler.Scheduler.should_partition"),
         why="graph trees call torch.cuda and CUDA's allocator: their files run again on foo's; foo graphs pass as GPU's",
         releases=("2.13",),

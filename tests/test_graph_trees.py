@@ -68,8 +68,8 @@ def chain(x, y):
     return ((x @ y).relu() * 2 + x).sin().sum(dim=1)
 
 
-@pytest.mark.parametrize("compile_options", [{"mode": "reduce-overhead"},
-                                             {"options": {"triton.cudagraphs": True}}], ids=["mode", "options"])
+@pytest.mark.parametrize("compile_options", [{"mode": "reduce-overhead"}, {"options": {"triton.cudagraphs": True}},
+                                             {"backend": "cudagraphs"}], ids=["mode", "options", "dynamo_backend"])
 def test_replays_equal_eager_cpu(compile_options):
     compiled = torch.compile(chain, **compile_options)
     torch.manual_seed(0)
@@ -270,7 +270,9 @@ def test_graph_trees_ask_foo_exactly_what_its_adapter_answers():
     assert [graph_trees._code_reading_is_foo(m)[1] for m in (tree_module, cudagraph_conditional_nodes)] == [3, 1]
     assert isinstance(tree_module.torch, graph_trees.GraphTreesTorch)
     # PyTorch's own check and partitioning, which the patch extends to foo.
-    check, should_partition = _patches.upstream("graph_trees_on_foo")
-    assert check({torch.device("foo", 0): None}) == "skipping cudagraphs due to multiple devices: " \
-                                                    "device(type='foo', index=0)"
+    check, lowering_check, device_index, should_partition = _patches.upstream("graph_trees_on_foo")
+    refused = "skipping cudagraphs due to multiple devices: device(type='foo', index=0)"
+    assert check({torch.device("foo", 0): None}) == refused
+    assert "check_multiple_devices_or_any_cpu_nodes(device_node_mapping)" in inspect.getsource(lowering_check)
+    assert 'if device.type != "cuda":' in inspect.getsource(device_index)
     assert "if not node.is_gpu():" in inspect.getsource(should_partition)

@@ -21,10 +21,15 @@ PyTorch's Inductor tests (``inductor/test_torchinductor``) build one class per d
 ``FooTests`` of ``tools/pytorch_tests_harness/inductor_foo_tests.py`` (as the file builds CUDA's: eager against
 compiled on the device, then again in half precision), with one compile thread.
 
+PyTorch's tests of Inductor's graph trees (``inductor/test_cudagraph_trees``) are written for CUDA alone: there
+is no CPU class to compare with. ``tools/pytorch_tests_harness/cudagraph_trees_foo_tests.py`` writes the file
+for foo (the device's name only) and runs it; every test that fails on foo needs its reason in the list.
+
 Prints one line of counts per file and the foo-only failures without a reason, and exits non-zero if there are
 any, or if a listed expected failure now passes (the list must stay true). Slow: the files run twice, once per
 device (about 80 minutes on two cores for the first eight files; test_modules, test_optim and test_foreach
-take about 40, 10 and 55 minutes more of CPU time; the Inductor template 50); it is not part of ``make test``.
+take about 40, 10 and 55 minutes more of CPU time; the Inductor template 50, graph trees 12); it is not part of
+``make test``.
 """
 import argparse
 import fnmatch
@@ -46,6 +51,8 @@ COMPANIONS = {"test_optim": ["optim/test_lrscheduler", "optim/test_optim", "opti
 DISTRIBUTED_FILES = ["distributed/tensor/test_dtensor", "distributed/tensor/test_redistribute"]
 # Exhaustive sweeps over every placement of a (2, 2, 2) mesh: minutes each with 8 ranks on two cores.
 INDUCTOR_FILES = ["inductor/test_torchinductor"]
+# Files written for CUDA alone, run for foo by their harness (no CPU class: every failure on foo is foo's).
+FOO_ONLY_FILES = {"inductor/test_cudagraph_trees": "cudagraph_trees_foo_tests.py"}
 DISTRIBUTED_DESELECTED = ["test_multi_dim_mesh", "test_ordered_distribute_all_combination",
                           "test_ordered_redistribute_with_partial"]
 HARNESS = Path(__file__).with_name("pytorch_tests_harness")
@@ -81,7 +88,13 @@ def run_file(path, device, out_dir, reuse=False):
     if reuse and report.exists():
         return read_report(report, path.name, device, distributed)
     target = path
-    if "inductor" in path.parts:
+    written_for_cuda = next((h for f, h in FOO_ONLY_FILES.items() if path.as_posix().endswith(f + ".py")), None)
+    if written_for_cuda:
+        if device != "foo":
+            return {}
+        env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1", PYTORCH_INDUCTOR_TESTS_DIR=str(path.parent))
+        target, select = HARNESS / written_for_cuda, "CudaGraphTreeTests"
+    elif "inductor" in path.parts:
         env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
         if device == "foo":
             target = HARNESS / "inductor_foo_tests.py"
@@ -160,7 +173,8 @@ def load_expected():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="*", default=DEVICE_GENERIC_FILES + DISTRIBUTED_FILES + INDUCTOR_FILES,
+    parser.add_argument("files", nargs="*",
+                        default=DEVICE_GENERIC_FILES + DISTRIBUTED_FILES + INDUCTOR_FILES + list(FOO_ONLY_FILES),
                         help="test files below test/, without .py (default: all)")
     parser.add_argument("--tests-dir", type=Path, help="PyTorch's test/ folder (default: download)")
     parser.add_argument("--out", type=Path, default=Path("build/pytorch-device-tests"), help="reports go here")
@@ -179,10 +193,11 @@ def main():
         path = (args.tests_dir / f"{name}.py") if args.tests_dir else download(name, cache)
         foo = run_file(path.resolve(), "foo", args.out.resolve(), args.reuse_reports)
         cpu = run_file(path.resolve(), "cpu", args.out.resolve(), args.reuse_reports)
-        if not any(outcome == "passed" for outcome, _ in cpu.values()):
-            not_run.append(f"{name}: {next(iter(cpu.values()), ('', 'no report'))[1]}")
+        reference = foo if name in FOO_ONLY_FILES else cpu
+        if not any(outcome == "passed" for outcome, _ in reference.values()):
+            not_run.append(f"{name}: {next(iter(reference.values()), ('', 'no report'))[1]}")
         foo_only = sorted(t for t, (outcome, _) in foo.items()
-                          if outcome == "failed" and cpu.get(t, ("",))[0] == "passed")
+                          if outcome == "failed" and (name in FOO_ONLY_FILES or cpu.get(t, ("",))[0] == "passed"))
         for test in foo_only:
             if not any(fnmatch.fnmatchcase(test, p) for p, _ in expected):
                 unexplained.append(f"{test}: {foo[test][1]}")

@@ -14,7 +14,7 @@ PyTorch's. The file's one other CUDA assumption, that graph outputs are ``Tensor
 modes it enters) again in its module with those two changes, so that every caller (``compile_fx``,
 ``torch.compiler.cudagraph_mark_step_begin``, the resets of ``torch._dynamo``) reaches foo's trees through its
 usual name: nothing is copied. Inductor's check that a graph is on one CUDA device lets one foo device
-through, and its graph partitions keep foo's work in as a GPU's. The trees of a process
+through (for Dynamo's ``backend="cudagraphs"`` too), and its graph partitions keep foo's work in as a GPU's. The trees of a process
 serve one device type, keyed by device index as PyTorch keeps them, so foo takes them only where CUDA is not
 available; on a machine with a GPU they stay CUDA's and foo's reduce-overhead runs without graphs.
 """
@@ -152,9 +152,11 @@ def _run_again_on_foo(module):
 def _bind_graph_trees_to_foo():
     """The ``"graph_trees_on_foo"`` patch: PyTorch's graph trees and the control-flow modes they enter during
     warm-up and recording, executed again in place with ``torch`` bound to :class:`GraphTreesTorch` and
-    ``is_cuda`` read as ``is_foo``; Inductor's device check for graphs lets one foo device through, and its
-    graph partitions keep foo nodes in as a GPU's. Returns PyTorch's check and partition method (the modules'
-    code is their files')."""
+    ``is_cuda`` read as ``is_foo``; Inductor's device checks for graphs let one foo device through (and log
+    why a foo graph is skipped, as Inductor does a CUDA one's), Dynamo's ``backend="cudagraphs"`` takes a foo
+    device's index, and graph partitions keep foo nodes in as a GPU's. Returns PyTorch's functions it
+    replaced (the modules' code is their files')."""
+    from torch._dynamo.backends import cudagraphs as cudagraphs_backend
     from torch._higher_order_ops import cudagraph_conditional_nodes
     from torch._inductor import cudagraph_trees
 
@@ -166,15 +168,20 @@ def _bind_graph_trees_to_foo():
 
     def check_devices_for_foo_graphs(device_node_mapping):
         reason = check(device_node_mapping)
-        if reason is None:
-            return None
         # PyTorch's check accepts one CUDA device and leaves the devices it did not discard in the mapping.
         devices = list(device_node_mapping)
-        if len(devices) == 1 and devices[0].type == DEVICE_TYPE:
+        if reason is not None and len(devices) == 1 and devices[0].type == DEVICE_TYPE:
             return None
-        if any(device.type == DEVICE_TYPE for device in devices):
-            # Inductor logs the reason only for a graph with a CUDA device in it, after counting the skip:
-            # it does for foo's what it does for CUDA's, with its words.
+        return reason
+
+    lowering_check = cudagraph_utils.check_lowering_disable_cudagraph
+
+    def check_lowering_for_foo_graphs(device_node_mapping):
+        on_foo = any(device.type == DEVICE_TYPE for device in device_node_mapping)
+        reason = lowering_check(device_node_mapping)
+        if reason is not None and on_foo:
+            # Inductor logs the reason later only for a graph with a CUDA device in it (it counts the skip
+            # either way): foo's is logged here, in Inductor's words.
             message = f"skipping cudagraphs due to {reason}"
             cudagraph_utils.cudagraphs_log.warning(message)
             if inductor_config.triton.cudagraph_or_error:
@@ -182,6 +189,17 @@ def _bind_graph_trees_to_foo():
         return reason
 
     cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = check_devices_for_foo_graphs
+    cudagraph_utils.check_lowering_disable_cudagraph = check_lowering_for_foo_graphs
+    # Dynamo's "cudagraphs" backend (graph trees over AOT graphs, without Inductor) imports the check by name,
+    # and asks a CUDA device's index.
+    cudagraphs_backend.check_multiple_devices_or_any_cpu_nodes = check_devices_for_foo_graphs
+    device_index = cudagraphs_backend.get_device_index
+
+    def device_index_of_foo_graphs(graph_module):
+        device = next(iter(cudagraphs_backend.get_device_node_mapping(graph_module)))
+        return device.index if device.type == DEVICE_TYPE else device_index(graph_module)
+
+    cudagraphs_backend.get_device_index = device_index_of_foo_graphs
 
     should_partition = inductor_scheduler.Scheduler.should_partition
 
@@ -198,7 +216,7 @@ def _bind_graph_trees_to_foo():
             del node.is_gpu
 
     inductor_scheduler.Scheduler.should_partition = partition_as_on_a_gpu
-    return check, should_partition
+    return check, lowering_check, device_index, should_partition
 
 
 def bind():
