@@ -231,11 +231,14 @@ def setup_chain_compiled():
     return dict(x=x, chain20=chain20), dict(x=fx, chain20=compiled(chain20, "chain on foo", fx))
 
 
-def setup_mlp_compiled():
-    """The MLP step compiled (forward, backward and optimizer) on both devices."""
+def setup_mlp_compiled(foo_mode: Optional[str] = None, calls: int = 1):
+    """The MLP step compiled (forward, backward and optimizer) on both devices, on foo with `foo_mode` (with
+    reduce-overhead, its forward and backward replayed as graphs; the optimizer step, which mutates its
+    inputs, runs compiled without). Both take the same `calls` steps before the check."""
     cpu_env, foo_env = setup_mlp()
-    for env, device in ((cpu_env, "CPU"), (foo_env, "foo")):
-        env["mlp_step"] = compiled(mlp_step, f"MLP step on {device}", env["model"], env["opt"], env["x"], env["y"])
+    for env, label, mode in ((cpu_env, "MLP step on CPU", None), (foo_env, "MLP step on foo", foo_mode)):
+        env["mlp_step"] = compiled(mlp_step, label + (f", {mode}" if mode else ""), env["model"], env["opt"],
+                                   env["x"], env["y"], mode=mode, calls=calls)
     return cpu_env, foo_env
 
 
@@ -244,18 +247,6 @@ def setup_chain_reduce_overhead():
     x, fx = _randn_pair(100)
     return dict(x=x, chain20=chain20), dict(x=fx, chain20=compiled(chain20, "chain on foo, reduce-overhead", fx,
                                                                    mode="reduce-overhead", calls=3))
-
-
-def setup_mlp_reduce_overhead():
-    """The MLP step compiled on both devices, with mode="reduce-overhead" on foo (its forward and backward
-    replayed as graphs; the optimizer step, which mutates its inputs, runs compiled without). Both take the
-    same three steps before the check."""
-    cpu_env, foo_env = setup_mlp()
-    cpu_env["mlp_step"] = compiled(mlp_step, "MLP step on CPU", cpu_env["model"], cpu_env["opt"], cpu_env["x"],
-                                   cpu_env["y"], calls=3)
-    foo_env["mlp_step"] = compiled(mlp_step, "MLP step on foo, reduce-overhead", foo_env["model"], foo_env["opt"],
-                                   foo_env["x"], foo_env["y"], mode="reduce-overhead", calls=3)
-    return cpu_env, foo_env
 
 
 def setup_chain_graph():
@@ -349,7 +340,7 @@ CASES = [
     # mode="reduce-overhead": Inductor's graph trees replay foo graphs.
     Case("chain of 20 ops, reduce-overhead (CPU eager)", 0.3, setup_chain_reduce_overhead, "chain20(x)",
          "chain20(x)", check_chain_compiled),
-    Case("MLP step reduce-overhead (CPU compiled)", 0.6, setup_mlp_reduce_overhead,
+    Case("MLP step reduce-overhead (CPU compiled)", 0.6, lambda: setup_mlp_compiled("reduce-overhead", calls=3),
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
     # Graphs: the chain captured once on foo, replayed, against CPU eager.
     Case("chain of 20 ops, graph replay (CPU eager)", 0.5, setup_chain_graph, "chain20(x)", "replay()",

@@ -14,9 +14,10 @@ PyTorch's. The file's one other CUDA assumption, that graph outputs are ``Tensor
 modes it enters) again in its module with those two changes, so that every caller (``compile_fx``,
 ``torch.compiler.cudagraph_mark_step_begin``, the resets of ``torch._dynamo``) reaches foo's trees through its
 usual name: nothing is copied. Inductor's check that a graph is on one CUDA device lets one foo device
-through (for Dynamo's ``backend="cudagraphs"`` too), and its graph partitions keep foo's work in as a GPU's. The trees of a process
-serve one device type, keyed by device index as PyTorch keeps them, so foo takes them only where CUDA is not
-available; on a machine with a GPU they stay CUDA's and foo's reduce-overhead runs without graphs.
+through (for Dynamo's ``backend="cudagraphs"`` too), and its graph partitions keep foo's work in as a GPU's.
+The trees of a process serve one device type, keyed by device index as PyTorch keeps them, so foo takes them
+only where CUDA is not available; on a machine with a GPU they stay CUDA's and foo's reduce-overhead runs
+without graphs.
 """
 import ast
 import inspect
@@ -142,11 +143,11 @@ def _code_reading_is_foo(module):
     return compile(ast.fix_missing_locations(tree), module.__file__, "exec"), rewrite.rewritten
 
 
-def _run_again_on_foo(module):
+def _run_again_on_foo(module, graph_trees_torch):
     """Executes a PyTorch module's file again in its module, on foo (see the module's docstring)."""
     code, _ = _code_reading_is_foo(module)
     exec(code, module.__dict__)  # noqa: S102  (PyTorch's own file)
-    module.torch = GraphTreesTorch()
+    module.torch = graph_trees_torch
 
 
 def _bind_graph_trees_to_foo():
@@ -160,9 +161,10 @@ def _bind_graph_trees_to_foo():
     from torch._higher_order_ops import cudagraph_conditional_nodes
     from torch._inductor import cudagraph_trees
 
-    # The control-flow modes first: the trees import their classes by name.
-    _run_again_on_foo(cudagraph_conditional_nodes)
-    _run_again_on_foo(cudagraph_trees)
+    # The control-flow modes first: the trees import their classes by name. Both see one torch.
+    graph_trees_torch = GraphTreesTorch()
+    _run_again_on_foo(cudagraph_conditional_nodes, graph_trees_torch)
+    _run_again_on_foo(cudagraph_trees, graph_trees_torch)
 
     check = cudagraph_utils.check_multiple_devices_or_any_cpu_nodes
 
