@@ -126,6 +126,14 @@ class device:
         return False
 
 
+class _DeviceGuard(device):
+    """``torch.cuda._DeviceGuard``: the current foo device is ``index`` inside the context (PyTorch's code and
+    tests enter it by that name)."""
+
+    def __init__(self, index: int):
+        super().__init__(index)
+
+
 class device_of(device):
     """Context manager that changes the current foo device to that of the given object.
 

@@ -86,6 +86,14 @@ PATCHES: dict[str, Patch] = {
         apply="foo_backend.compiler.dynamo:_patch_fake_convolution",
         when=_ON_DYNAMO_IMPORT,
     ),
+    "dynamo_preserve_rng_state": Patch(
+        targets=("torch._dynamo.utils.preserve_rng_state",),
+        why="compiling and recording restore CPU's, CUDA's and XPU's generators afterwards: foo's too",
+        releases=("2.13",),
+        guard=_INDUCTOR_GUARD,
+        apply="foo_backend.compiler.dynamo:_patch_preserve_rng_state",
+        when=_ON_DYNAMO_IMPORT,
+    ),
     "inductor_current_backend": Patch(
         targets=tuple(f"{module}.get_current_backend" for module in (
             "torch._inductor.utils", "torch._inductor.codegen.common", "torch._inductor.scheduler",
@@ -131,7 +139,8 @@ PATCHES: dict[str, Patch] = {
         releases=("2.13",),
         guard="tests/test_graph_trees.py::test_graph_trees_ask_foo_exactly_what_its_adapter_answers",
         apply="foo_backend.compiler.graph_trees:_bind_graph_trees_to_foo",
-        when=_ON_FIRST_COMPILE + " unless CUDA is available",
+        when="when torch._inductor.cudagraph_trees is first imported (foo_backend.compiler) or Inductor first "
+             "compiles for foo, unless CUDA is available",
     ),
 }
 
@@ -149,14 +158,23 @@ def applies(name: str) -> bool:
     return torch_release() in PATCHES[name].releases
 
 
+# The patches being applied now: a patch's function may import the module whose import applies that patch.
+_applying: set[str] = set()
+
+
 def apply(name: str) -> bool:
-    """Apply patch ``name`` if it is for the running torch release and not applied yet; True if it is applied."""
-    if name in _upstream:
+    """Apply patch ``name`` if it is for the running torch release and not applied yet; True if it is applied
+    (or being applied, when its own function led here again)."""
+    if name in _upstream or name in _applying:
         return True
     if not applies(name):
         return False
     module, function = PATCHES[name].apply.split(":")
-    _upstream[name] = getattr(importlib.import_module(module), function)()
+    _applying.add(name)
+    try:
+        _upstream[name] = getattr(importlib.import_module(module), function)()
+    finally:
+        _applying.discard(name)
     return True
 
 

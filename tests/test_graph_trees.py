@@ -112,6 +112,29 @@ def test_an_output_a_later_run_overwrote_raises_cudas_error():
     torch.testing.assert_close(kept.cpu(), x.cpu() @ x.cpu())
 
 
+@pytest.mark.parametrize("seed_with", ["torch", "device_generator"])
+def test_random_ops_draw_as_eager_through_warm_up_recording_and_replays(seed_with):
+    """The warm-up runs the function eagerly, the recording captures it, replays draw: as on CUDA, each call
+    draws what eager draws from the same seed (a capture advances no generator that its replays do not)."""
+    def sample(probs):
+        return torch.multinomial(probs, 6, replacement=True), torch.rand(5, device=probs.device)
+
+    def seed():
+        torch.manual_seed(0) if seed_with == "torch" else torch.foo.manual_seed(0)
+
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4], device="foo")
+    compiled = torch.compile(sample, mode="reduce-overhead")
+    with inductor_config.patch(fallback_random=True):
+        seed()
+        eager = [tuple(t.cpu() for t in sample(probs)) for _ in range(4)]
+        seed()
+        replayed = [tuple(t.cpu() for t in compiled(probs)) for _ in range(4)]
+    assert len(recorded_graphs()) == 1
+    for (eager_samples, eager_uniform), (samples, uniform) in zip(eager, replayed):
+        assert torch.equal(samples, eager_samples)
+        assert torch.equal(uniform, eager_uniform)
+
+
 def test_dynamic_shapes_record_one_graph_per_shape():
     compiled = torch.compile(chain, mode="reduce-overhead", dynamic=True)
     torch.manual_seed(0)

@@ -265,6 +265,23 @@ def test_graph_with_cpu_and_foo_parts():
     torch.testing.assert_close(on_foo.cpu(), expected[1].cpu())
 
 
+@pytest.mark.parametrize("cpu_first", [True, False])
+def test_a_cpu_kernel_and_a_foo_kernel_of_the_same_source_stay_two_kernels(cpu_first):
+    """Inductor's C++ code generator defines a kernel once per source text in a graph: CPU's kernel and foo's of
+    the same operations must not share one definition (a CPU kernel would read foo memory on the host)."""
+    def fn(x_cpu, x_foo):
+        if cpu_first:
+            return x_cpu + 1, x_foo + 1
+        out_foo = x_foo + 1
+        return x_cpu + 1, out_foo
+
+    x = torch.randn(3, 3)
+    on_cpu, on_foo = torch.compile(fn)(x, x.foo())
+    assert on_cpu.device.type == "cpu" and on_foo.device.type == "foo"
+    assert torch.equal(on_cpu, x + 1)
+    assert torch.equal(on_foo.cpu(), x + 1)
+
+
 def test_graph_break_runs_both_graphs_on_foo():
     def fn(a):
         b = a * 2
@@ -521,12 +538,26 @@ def test_aot_inductor_is_refused_with_a_clear_error():
         torch._inductor.aoti_compile_and_package(exported)
 
 
+@pytest.mark.parametrize("seed_with", ["torch", "device_generator"])
+def test_dynamos_preserve_rng_state_restores_foos_generator(seed_with):
+    """What PyTorch runs inside torch._dynamo.utils.preserve_rng_state leaves foo's random numbers as they were,
+    as it leaves CUDA's."""
+    from torch._dynamo.utils import preserve_rng_state
+
+    torch.manual_seed(0) if seed_with == "torch" else torch.foo.manual_seed(0)
+    with preserve_rng_state():
+        inside = torch.rand(8, device="foo").cpu()
+        torch.randn(100, device="foo")
+    after = torch.rand(8, device="foo").cpu()
+    assert torch.equal(inside, after)
+
+
 def test_inductor_assumptions_foo_patches_work_around():
     """Each patch of Dynamo and Inductor in foo_backend._patches works around a behaviour of PyTorch's own: if a
     release changes it, this fails, and the patch must be reviewed (dropped, or its releases extended)."""
     foo_inductor.register()  # what the first compilation for foo does
-    patches = ("dynamo_stream_classes", "dynamo_current_stream", "fake_convolution", "inductor_current_backend",
-               "inductor_is_cpu", "inductor_lowering_is_gpu", "inductor_device_need_guard")
+    patches = ("dynamo_stream_classes", "dynamo_current_stream", "fake_convolution", "dynamo_preserve_rng_state",
+               "inductor_current_backend", "inductor_is_cpu", "inductor_lowering_is_gpu", "inductor_device_need_guard")
     assert all(foo_patches.applied(patch) for patch in patches), [p for p in patches if not foo_patches.applied(p)]
     upstream = foo_patches.upstream
     # Dynamo knows the stream and event classes, and the current_stream functions, of CUDA and XPU by name.
@@ -536,6 +567,10 @@ def test_inductor_assumptions_foo_patches_work_around():
     assert "torch.cuda.Stream," in inspect.getsource(UserDefinedClassVariable._in_graph_classes)
     assert "torch.foo" not in inspect.getsource(UserDefinedClassVariable._in_graph_classes)
     assert "torch.cuda.current_stream," in inspect.getsource(TorchInGraphFunctionVariable._get_handlers)
+    # Dynamo's preserve_rng_state restores the generators of CPU, CUDA and XPU, no other device's.
+    preserved = inspect.getsource(upstream("dynamo_preserve_rng_state"))
+    assert "torch.cuda.set_rng_state" in preserved and "torch.xpu.set_rng_state" in preserved
+    assert not any(name in preserved for name in ("privateuse1", "accelerator", "foo"))
     assert upstream("inductor_current_backend")("foo") == inductor_config.cuda_backend  # not the C++ backend
     assert upstream("inductor_device_need_guard")("foo") is False
     assert upstream("inductor_lowering_is_gpu")("foo") is False

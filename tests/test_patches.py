@@ -82,9 +82,11 @@ def test_the_version_guard_reads_the_release():
 def test_patches_are_applied_when_their_subsystem_is_first_used(subprocesses):
     out = labelled(subprocesses.check("lazy"))
     assert out["at_import"] == "['accelerator_snapshot', 'default_dtype_setters', 'unnamed_process_group_backend']"
-    assert out["after_dynamo"] == "['dynamo_current_stream', 'dynamo_stream_classes', 'fake_convolution']"
-    assert out["after_compile"] == ("['graph_trees_on_foo', 'inductor_current_backend', 'inductor_device_need_guard', "
-                                    "'inductor_is_cpu', 'inductor_lowering_is_gpu']")
+    assert out["after_dynamo"] == ("['dynamo_current_stream', 'dynamo_preserve_rng_state', 'dynamo_stream_classes', "
+                                   "'fake_convolution']")
+    assert out["after_graph_trees"] == "['graph_trees_on_foo']"
+    assert out["after_compile"] == ("['inductor_current_backend', 'inductor_device_need_guard', 'inductor_is_cpu', "
+                                    "'inductor_lowering_is_gpu']")
 
 
 FRESH_SCRIPTS = {"lazy"}  # which patches importing torch applies: a fresh interpreter (tests/support/forkserver.py)
@@ -102,6 +104,8 @@ SCRIPTS = {
         newly_applied("at_import")
         import torch._dynamo
         newly_applied("after_dynamo")
+        import torch._inductor.cudagraph_trees  # a program may call the trees before anything compiles
+        newly_applied("after_graph_trees")
         x = torch.compile(lambda a: a * 2)(torch.ones(3, device="foo"))
         assert x.cpu().tolist() == [2.0, 2.0, 2.0]
         newly_applied("after_compile")

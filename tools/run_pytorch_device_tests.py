@@ -53,6 +53,8 @@ DISTRIBUTED_FILES = ["distributed/tensor/test_dtensor", "distributed/tensor/test
 INDUCTOR_FILES = ["inductor/test_torchinductor"]
 # Files written for CUDA alone, run for foo by their harness (no CPU class: every failure on foo is foo's).
 FOO_ONLY_FILES = {"inductor/test_cudagraph_trees": "cudagraph_trees_foo_tests.py"}
+# 100 products of 4096x4096 matrices, run several times: tens of minutes of matrix multiplication on two cores.
+FOO_ONLY_DESELECTED = ["test_warmup_stream_sync"]
 DISTRIBUTED_DESELECTED = ["test_multi_dim_mesh", "test_ordered_distribute_all_combination",
                           "test_ordered_redistribute_with_partial"]
 HARNESS = Path(__file__).with_name("pytorch_tests_harness")
@@ -93,7 +95,8 @@ def run_file(path, device, out_dir, reuse=False):
         if device != "foo":
             return {}
         env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1", PYTORCH_INDUCTOR_TESTS_DIR=str(path.parent))
-        target, select = HARNESS / written_for_cuda, "CudaGraphTreeTests"
+        target = HARNESS / written_for_cuda
+        select = " and ".join(["CudaGraphTreeTests"] + [f"not {name}" for name in FOO_ONLY_DESELECTED])
     elif "inductor" in path.parts:
         env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
         if device == "foo":

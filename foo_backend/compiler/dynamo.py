@@ -4,6 +4,8 @@ Importing this module registers foo with Dynamo. ``foo_backend.compiler`` import
 ``torch._dynamo`` itself, before Dynamo traces anything (Dynamo reads the registered interfaces when it first
 meets a stream); imported first, it imports ``torch._dynamo`` and registers all the same.
 """
+import contextlib
+
 import torch
 from torch._dynamo import device_interface
 from torch._subclasses import fake_impls
@@ -119,6 +121,36 @@ def _patch_current_stream_handler():
     return replaced
 
 
+def _patch_preserve_rng_state():
+    """The ``"dynamo_preserve_rng_state"`` patch. Dynamo's ``preserve_rng_state``, around the work PyTorch runs
+    to compile or record (AOT Autograd's tracing, Inductor's warm-ups, graph trees' recordings), restores the
+    generators of CPU, CUDA and XPU only: with foo's current device's restored too, that work leaves foo's
+    random numbers where they were, as it leaves CUDA's. Returns PyTorch's function."""
+    from torch._dynamo import utils as dynamo_utils
+
+    preserve = dynamo_utils.preserve_rng_state
+
+    def foo_rng_state():
+        with torch.utils._python_dispatch._disable_current_modes(), torch._C._DisableFuncTorch():
+            return torch.foo.get_rng_state() if torch.foo.is_available() else None
+
+    @contextlib.contextmanager
+    def preserve_rng_state_with_foos():
+        with preserve():
+            state = foo_rng_state()
+            try:
+                yield
+            finally:
+                if state is not None:
+                    with torch.utils._python_dispatch._disable_current_modes():
+                        torch.foo.set_rng_state(state)
+
+    # Inductor reads it from the module at each use (graph trees import it when they are given to foo, after
+    # this). AOT Autograd's copy of the name guards only tracing with fake tensors, which draws no numbers.
+    dynamo_utils.preserve_rng_state = preserve_rng_state_with_foos
+    return preserve
+
+
 def _register():
     device_interface.register_interface_for_device(DEVICE_TYPE, FooInterface)
     for index in range(torch.foo.device_count()):
@@ -128,6 +160,7 @@ def _register():
     _patches.apply("dynamo_stream_classes")
     _patches.apply("dynamo_current_stream")
     _patches.apply("fake_convolution")
+    _patches.apply("dynamo_preserve_rng_state")
 
 
 _register()

@@ -147,6 +147,8 @@ def compile_kernel(async_compile, name, parameter_types, source):
 
 # How CppScheduling.define_kernel (PyTorch 2.13) defines a kernel in the Python wrapper.
 _CPU_KERNEL_DEFINITION = "async_compile.cpp_pybinding("
+# The first line of a foo kernel's C++ source.
+_FOO_KERNEL_MARK = "// foo_backend: launched on a foo stream\n"
 
 
 class FooScheduling(CppScheduling):
@@ -171,7 +173,9 @@ class FooScheduling(CppScheduling):
 
         wrapper.define_kernel = define_foo_kernel
         try:
-            return super().define_kernel(src_code, nodes, kernel_args)
+            # CppScheduling defines a kernel once per source text in a graph (``wrapper.src_to_kernel``): marked,
+            # foo's source is never CPU's, so a CPU part and a foo part of one graph never share a definition.
+            return super().define_kernel(_FOO_KERNEL_MARK + src_code, nodes, kernel_args)
         finally:
             del wrapper.define_kernel
 

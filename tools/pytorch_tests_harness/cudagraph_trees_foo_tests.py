@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 DEVICE = "foo"
-# (pattern, replacement), applied in order to the file's text.
+# (pattern, replacement), applied in order to the file's text; each keeps the lines where they are, so that a
+# failure's line number is the file's.
 FOR_FOO = [
     (r"torch\.cuda\.CUDAGraph\b", "torch.foo.FooGraph"),
     (r"torch\.cuda\.amp\.autocast\(\)", f'torch.autocast("{DEVICE}")'),
@@ -31,7 +32,7 @@ FOR_FOO = [
     (r"^from torch\.testing\._internal\.inductor_utils import .*$",
      "HAS_CPU = HAS_CUDA = True  # the harness: the device is foo"),
     (r"^(from torch\.testing\._internal\.common_cuda import .*)$",
-     rf"\1\nTEST_MULTIGPU = torch.{DEVICE}.device_count() >= 2  # the harness"),
+     rf"\1; TEST_MULTIGPU = torch.{DEVICE}.device_count() >= 2  # the harness"),
     (r"\bTEST_CUDA_GRAPH\b(?!,)", "True"),
 ]
 
