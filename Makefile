@@ -3,12 +3,18 @@ PYTHON ?= python
 
 # Reinstall only when the build inputs change: an editable install recompiles every translation unit.
 BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*/*.cpp csrc/*/*.h)
-# One stamp per Python environment, so switching environments installs again.
-STAMP := .install.$(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])").stamp
+# The torch release to build against (foo_backend/_releases.py lists the supported ones): the installed torch
+# when foo supports it, else 2.13.0; `make test TORCH=2.14.1` chooses (README: "Choosing a torch release").
+TORCH ?= $(shell TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PYTHON) -c "import runpy, torch; v = torch.__version__.split('+')[0]; print('' if runpy.run_path('foo_backend/_releases.py')['unsupported'](v) else v)" 2>/dev/null | grep . || echo 2.13.0)
+# torchvision where one imports beside that torch (0.29.1 beside 2.14.1; none beside 2.13).
+TORCHVISION := $(if $(filter 2.14.%,$(TORCH)),torchvision==0.29.1)
+# One stamp per Python environment and torch, so switching either installs again.
+STAMP := .install.$(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])").torch$(TORCH).stamp
 
 .PHONY: install demo test test-fast test-sanitizers bench
 
 $(STAMP): $(BUILD_INPUTS)
+	$(PYTHON) -m pip install -q torch==$(TORCH) $(TORCHVISION)
 	$(PYTHON) -m pip install -q -r requirements-dev.txt
 	$(PYTHON) -m pip install -q --no-build-isolation -e .
 	$(PYTHON) -c "import foo_backend" && touch $(STAMP)

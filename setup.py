@@ -1,6 +1,8 @@
 """Builds foo_backend._C from csrc/ against the installed PyTorch (use --no-build-isolation)."""
 import glob
 import os
+import runpy
+import sys
 
 # A stale or mismatched foo_backend install must not stop its own rebuild: keep PyTorch from
 # autoloading it while setup.py imports torch.
@@ -11,6 +13,11 @@ from setuptools import find_packages, setup  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+RELEASES = runpy.run_path(os.path.join(ROOT, "foo_backend", "_releases.py"))
+if RELEASES["unsupported"](torch.__version__):
+    sys.exit(RELEASES["unsupported"](torch.__version__))
+# The C++ standard the installed torch's headers need.
+CXX_STANDARD = RELEASES["CXX_STANDARD"][RELEASES["release_of"](torch.__version__)]
 
 # The Python side compares this with the running torch, to fail clearly on a mismatch.
 with open(os.path.join(ROOT, "foo_backend", "_build_info.py"), "w") as f:
@@ -33,11 +40,11 @@ setup(
             "foo_backend._C",
             sources,
             include_dirs=[os.path.join(ROOT, "csrc"), KINETO_INCLUDE],
-            extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden", DEBUG_INFO],
+            extra_compile_args=["-O2", f"-std={CXX_STANDARD}", "-fvisibility=hidden", DEBUG_INFO],
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     entry_points={"torch.backends": ["foo = foo_backend._autoload:register"]},
     python_requires=">=3.10",
-    install_requires=["torch==2.13.0"],
+    install_requires=[RELEASES["TORCH_REQUIREMENT"]],
 )

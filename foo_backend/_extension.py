@@ -3,10 +3,14 @@ import importlib
 
 import torch
 
+from . import _releases
+
 _REBUILD = "Rebuild foo_backend against the running torch: pip install --no-build-isolation -e <foo_backend checkout>"
 
 
 def load():
+    if _releases.unsupported(torch.__version__):
+        raise ImportError(_releases.unsupported(torch.__version__))
     try:
         from ._build_info import TORCH_VERSION
     except ImportError as e:

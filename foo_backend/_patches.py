@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from . import _releases
+
 
 @dataclasses.dataclass(frozen=True)
 class Patch:
@@ -41,7 +43,7 @@ PATCHES: dict[str, Patch] = {
     "default_dtype_setters": Patch(
         targets=("torch._C._set_default_dtype", "torch._C._set_default_tensor_type"),
         why="a queued CPU kernel reads the process-wide default dtype when it runs: changing it drains foo first",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard="tests/test_async_execution.py::test_the_default_dtype_setters_are_the_ones_foo_wraps",
         apply="foo_backend:_drain_queues_before_default_dtype_changes",
         when="at import (foo_backend._register)",
@@ -49,7 +51,7 @@ PATCHES: dict[str, Patch] = {
     "accelerator_snapshot": Patch(
         targets=("torch.accelerator.memory._snapshot",),
         why="PyTorch's knows XPU and otherwise asks CUDA: it returns foo's snapshot when foo is the accelerator",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard="tests/test_memory.py::test_the_accelerator_snapshot_patch_is_still_needed",
         apply="foo_backend.memory:_route_accelerator_snapshot",
         when="at import (foo_backend._register)",
@@ -65,7 +67,7 @@ PATCHES: dict[str, Patch] = {
     "dynamo_stream_classes": Patch(
         targets=("torch._dynamo.variables.user_defined.UserDefinedClassVariable._in_graph_classes",),
         why="Dynamo knows CUDA's and XPU's stream and event classes by name: foo's are added to its cached set",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.dynamo:_patch_in_graph_classes",
         when=_ON_DYNAMO_IMPORT,
@@ -73,7 +75,7 @@ PATCHES: dict[str, Patch] = {
     "dynamo_current_stream": Patch(
         targets=("torch._dynamo.variables.torch.TorchInGraphFunctionVariable._get_handlers",),
         why="Dynamo knows CUDA's current_stream by name: torch.foo.current_stream gets torch.accelerator's handler",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.dynamo:_patch_current_stream_handler",
         when=_ON_DYNAMO_IMPORT,
@@ -81,7 +83,7 @@ PATCHES: dict[str, Patch] = {
     "fake_convolution": Patch(
         targets=("torch._subclasses.fake_impls.op_implementations_dict",),
         why="fake tensors lay out a PrivateUse1 convolution's output contiguous: foo's ask CPU's fake convolution",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.dynamo:_patch_fake_convolution",
         when=_ON_DYNAMO_IMPORT,
@@ -89,7 +91,7 @@ PATCHES: dict[str, Patch] = {
     "dynamo_preserve_rng_state": Patch(
         targets=("torch._dynamo.utils.preserve_rng_state",),
         why="compiling and recording restore CPU's, CUDA's and XPU's generators afterwards: foo's too",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.dynamo:_patch_preserve_rng_state",
         when=_ON_DYNAMO_IMPORT,
@@ -99,7 +101,7 @@ PATCHES: dict[str, Patch] = {
             "torch._inductor.utils", "torch._inductor.codegen.common", "torch._inductor.scheduler",
             "torch._inductor.kernel.mm_common")),
         why="Inductor answers Triton for a device it does not know: foo's code generator is the CPU's",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.inductor:_patch_get_current_backend",
         when=_ON_FIRST_COMPILE,
@@ -107,7 +109,7 @@ PATCHES: dict[str, Patch] = {
     "inductor_is_cpu": Patch(
         targets=("torch._inductor.scheduler.BaseSchedulerNode.is_cpu",),
         why="the scheduler skips what the C++ code generator does not support for CPU nodes only: foo's too",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.inductor:_patch_is_cpu",
         when=_ON_FIRST_COMPILE,
@@ -115,7 +117,7 @@ PATCHES: dict[str, Patch] = {
     "inductor_lowering_is_gpu": Patch(
         targets=("torch._inductor.lowering.is_gpu",),
         why="a pointwise op runs on its first input's device unless another is a GPU's: foo inputs decide too",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.inductor:_patch_lowering_is_gpu",
         when=_ON_FIRST_COMPILE,
@@ -123,7 +125,7 @@ PATCHES: dict[str, Patch] = {
     "inductor_device_need_guard": Patch(
         targets=("torch._inductor.scheduler.device_need_guard",),
         why="compiled code enters a GPU's device (its buffers are allocated there), not another device's: foo's too",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard=_INDUCTOR_GUARD,
         apply="foo_backend.compiler.inductor:_patch_device_need_guard",
         when=_ON_FIRST_COMPILE,
@@ -136,7 +138,7 @@ PATCHES: dict[str, Patch] = {
                  "torch._dynamo.backends.cudagraphs.get_device_index",
                  "torch._inductor.scheduler.Scheduler.should_partition"),
         why="graph trees call torch.cuda and CUDA's allocator: their files run again on foo's; foo graphs pass as GPU's",
-        releases=("2.13",),
+        releases=("2.13", "2.14"),
         guard="tests/test_graph_trees.py::test_graph_trees_ask_foo_exactly_what_its_adapter_answers",
         apply="foo_backend.compiler.graph_trees:_bind_graph_trees_to_foo",
         when="when torch._inductor.cudagraph_trees is first imported (foo_backend.compiler) or Inductor first "
@@ -150,7 +152,7 @@ _upstream: dict[str, Any] = {}
 
 def torch_release() -> str:
     """The running torch's release, ``"major.minor"`` (``"2.13"`` for ``2.13.0+cpu``)."""
-    return ".".join(str(torch.__version__).split(".")[:2])
+    return _releases.release_of(str(torch.__version__))
 
 
 def applies(name: str) -> bool:

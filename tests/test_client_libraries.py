@@ -90,6 +90,32 @@ def test_training_equals_cpu(make):
     assert_same_training(train(copy.deepcopy(model), "cpu"), train(model, "foo"))
 
 
+def test_torchvision_resnet18_training_equals_cpu():
+    """A torchvision ResNet-18 (random weights, batch norm in training mode) trained on foo gives CPU's losses,
+    weights and running statistics, bit for bit. torchvision imports beside torch 2.14.1, not 2.13 (README:
+    "Choosing a torch release")."""
+    models = pytest.importorskip("torchvision.models")
+    torch.manual_seed(0)
+    model = models.resnet18(num_classes=10)
+    data = torch.Generator().manual_seed(1)
+    steps = [(torch.randn(2, 3, 64, 64, generator=data), torch.randint(0, 10, (2,), generator=data))
+             for _ in range(3)]
+
+    def run(model, device):
+        model.to(device).train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        losses = []
+        for images, labels in steps:
+            loss = torch.nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses, {name: t.detach().cpu() for name, t in model.state_dict().items()}
+
+    assert_same_training(run(copy.deepcopy(model), "cpu"), run(model, "foo"))
+
+
 def test_tied_weights_stay_tied_and_an_optimizer_made_before_the_move_trains():
     model = initial(gpt2)
     assert model.lm_head.weight is model.transformer.wte.weight

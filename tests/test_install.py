@@ -1,13 +1,19 @@
 """Installing and loading foo_backend (CONTRACT: "Install and load", and "The device": device memory that host
 code cannot dereference). Every check runs in a fresh interpreter: loading happens once per process."""
 import importlib.metadata
+import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import foo_backend
 import foo_backend._build_info
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BUILT_VERSION = foo_backend._build_info.TORCH_VERSION
 REBUILD_HINT = "pip install --no-build-isolation"
@@ -106,8 +112,10 @@ SCRIPTS = {
         attempt("build_differs")
         del sys.modules["foo_backend._build_info"]
         real_version = torch.__version__
-        torch.__version__ = "2.99.0+fake"  # running another torch
+        torch.__version__ = ".".join(real_version.split(".")[:2]) + ".99+fake"  # another torch of the release
         attempt("running_differs")
+        torch.__version__ = "2.99.0+fake"  # a release foo does not support
+        attempt("running_unsupported")
         torch.__version__ = real_version
         sys.modules["foo_backend._C"] = None  # the shared object cannot be loaded
         attempt("extension_fails")
@@ -193,10 +201,27 @@ def _import_error(attempt):
 def test_running_torch_differs_from_build(subprocesses):
     attempt = _attempts(subprocesses.check("load_failures"))["running_differs"]
     msg = _import_error(attempt)
-    assert "2.99.0+fake" in msg  # the running torch
+    assert ".99+fake" in msg  # the running torch
     assert BUILT_VERSION in msg  # the torch foo_backend was built against
     assert REBUILD_HINT in msg
     assert "registered False" in attempt  # nothing half-registered
+
+
+def test_an_unsupported_torch_is_refused_naming_the_supported_releases(subprocesses):
+    attempt = _attempts(subprocesses.check("load_failures"))["running_unsupported"]
+    msg = _import_error(attempt)
+    assert "2.99.0+fake" in msg and "supports torch 2.13 and 2.14" in msg
+    assert "registered False" in attempt
+
+
+def test_setup_refuses_an_unsupported_torch_before_building():
+    """setup.py names the supported releases and stops before it writes or compiles anything."""
+    script = ("import sys, runpy, torch; torch.__version__ = '2.99.0+fake'; sys.argv = ['setup.py', 'build_ext']; "
+              "runpy.run_path('setup.py', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
+    assert proc.returncode != 0
+    assert "foo_backend supports torch 2.13 and 2.14, not torch 2.99.0+fake" in proc.stderr
 
 
 def test_build_differs_from_running_torch(subprocesses):

@@ -61,7 +61,7 @@ def test_every_patch_for_this_torch_is_applied():
     for name in _patches.PATCHES:
         assert _patches.applied(name) == _patches.applies(name), name
         assert _patches.apply(name) == _patches.applies(name)  # applying again changes nothing
-    assert _patches.applies("accelerator_snapshot")  # this torch (2.13) is one the patches are for
+    assert _patches.applies("accelerator_snapshot")  # this torch is one the patches are for
     before = _patches.upstream("accelerator_snapshot")
     assert _patches.apply("accelerator_snapshot") and _patches.upstream("accelerator_snapshot") is before
 
@@ -72,7 +72,9 @@ def test_the_version_guard_reads_the_release():
         torch.__version__ = "2.13.1+cu130"
         assert _patches.torch_release() == "2.13" and _patches.applies("accelerator_snapshot")
         torch.__version__ = "2.14.0a0+git1234567"
-        assert _patches.torch_release() == "2.14" and not _patches.applies("accelerator_snapshot")
+        assert _patches.torch_release() == "2.14" and _patches.applies("accelerator_snapshot")
+        torch.__version__ = "2.15.0"
+        assert _patches.torch_release() == "2.15" and not _patches.applies("accelerator_snapshot")
         torch.__version__ = "2.1.0"
         assert not _patches.applies("accelerator_snapshot")
     finally:
