@@ -264,6 +264,8 @@ def test_cpu_work_is_partitioned_out_of_the_graphs():
 # more or otherwise fails here.
 ASKED_OF_CUDA = {"CUDAGraph", "Stream", "current_stream", "device", "graph", "graph_pool_handle",
                  "is_current_stream_capturing", "memory", "memory_snapshot", "stream", "synchronize"}
+# What each release's trees ask of torch.cuda beyond that.
+ASKED_OF_CUDA_SINCE = {"2.13": set(), "2.14": {"current_device", "is_initialized"}}
 
 
 def _attributes_of(source, prefix):
@@ -285,12 +287,17 @@ def test_graph_trees_ask_foo_exactly_what_its_adapter_answers():
     assert _patches.applied("graph_trees_on_foo")
     sources = [inspect.getsource(m) for m in (tree_module, cudagraph_conditional_nodes)]
     asked = set().union(*(_attributes_of(s, "torch.cuda") for s in sources))
-    assert asked == ASKED_OF_CUDA
+    assert asked == ASKED_OF_CUDA | ASKED_OF_CUDA_SINCE[_patches.torch_release()]
     assert all(hasattr(graph_trees.FooAsCuda(), name) for name in asked)
     from_torch_c = set().union(*(_attributes_of(s, "torch._C") for s in sources))
-    missing_on_cpu = {name for name in from_torch_c if name.startswith("_cud") or not hasattr(torch._C, name)}
-    assert missing_on_cpu == set(graph_trees.CUDA_FUNCTIONS_ANSWERED)
-    assert [graph_trees._code_reading_is_foo(m)[1] for m in (tree_module, cudagraph_conditional_nodes)] == [3, 1]
+    answered = set(graph_trees.CUDA_FUNCTIONS_ANSWERED)
+    if torch.version.cuda is None:  # a CPU build lacks exactly CUDA's functions: foo answers each of them
+        assert {name for name in from_torch_c if name.startswith("_cud") or not hasattr(torch._C, name)} == answered
+    else:  # a CUDA build has them all: foo answers every _cuda one asked, and answers nothing no longer asked
+        assert {name for name in from_torch_c if name.startswith("_cud")} <= answered <= from_torch_c
+    is_cuda_reads = {"2.13": [3, 1], "2.14": [3, 2]}[_patches.torch_release()]  # in the trees, in the modes
+    modules = (tree_module, cudagraph_conditional_nodes)
+    assert [graph_trees._code_reading_is_foo(m)[1] for m in modules] == is_cuda_reads
     assert isinstance(tree_module.torch, graph_trees.GraphTreesTorch)
     # PyTorch's own check and partitioning, which the patch extends to foo.
     check, lowering_check, device_index, should_partition = _patches.upstream("graph_trees_on_foo")
