@@ -14,8 +14,9 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 RELEASES = runpy.run_path(os.path.join(ROOT, "foo_backend", "_releases.py"))
-if RELEASES["unsupported"](torch.__version__):
-    sys.exit(RELEASES["unsupported"](torch.__version__))
+REFUSAL = RELEASES["unsupported"](torch.__version__)
+if REFUSAL:
+    sys.exit(REFUSAL)
 # The C++ standard the installed torch's headers need.
 CXX_STANDARD = RELEASES["CXX_STANDARD"][RELEASES["release_of"](torch.__version__)]
 

@@ -127,11 +127,8 @@ class device:
 
 
 class _DeviceGuard(device):
-    """``torch.cuda._DeviceGuard``: the current foo device is ``index`` inside the context (PyTorch's code and
-    tests enter it by that name)."""
-
-    def __init__(self, index: int):
-        super().__init__(index)
+    """``torch.cuda._DeviceGuard(index)``: the current foo device is ``index`` inside the context (PyTorch's
+    code and tests enter it by that name)."""
 
 
 class device_of(device):

@@ -9,8 +9,9 @@ _REBUILD = "Rebuild foo_backend against the running torch: pip install --no-buil
 
 
 def load():
-    if _releases.unsupported(torch.__version__):
-        raise ImportError(_releases.unsupported(torch.__version__))
+    refusal = _releases.unsupported(torch.__version__)
+    if refusal:
+        raise ImportError(refusal)
     try:
         from ._build_info import TORCH_VERSION
     except ImportError as e:

@@ -13,7 +13,6 @@ import importlib.machinery
 import sys
 
 
-
 def _register_with_dynamo():
     from . import dynamo  # noqa: F401  (registers on import)
 
