@@ -34,6 +34,7 @@ from torch.distributed import distributed_c10d
 
 import support.distributed_workers as workers
 import foo_backend.distributed
+from foo_backend import _patches
 from support.distributed_workers import IN_SPLITS, data
 from support.subprocesses import _FOO_ENV
 
@@ -715,13 +716,16 @@ print("backend", dist.get_backend())
 print("config", dist.get_backend_config())
 print("bound_device", dist.group.WORLD.bound_device_id)
 print("foo_backend_class", type(dist.group.WORLD._get_backend(torch.device("foo"))).__name__)
-print("cpu_backend_class", type(dist.group.WORLD._get_backend(torch.device("cpu"))).__name__)
 x = torch.full((3,), rank + 1.0, device="foo")
 dist.all_reduce(x)
 print("foo_all_reduce", x.device, x.cpu().tolist())
-c = torch.full((3,), rank + 1.0)
-dist.all_reduce(c)
-print("cpu_all_reduce", c.tolist())
+try:  # a group without a backend for CPU tensors refuses them
+    print("cpu_backend_class", type(dist.group.WORLD._get_backend(torch.device("cpu"))).__name__)
+    c = torch.full((3,), rank + 1.0)
+    dist.all_reduce(c)
+    print("cpu_all_reduce", c.tolist())
+except RuntimeError as e:
+    print("cpu_error", e)
 dist.destroy_process_group()
 gc.collect()
 print("initialized_after_destroy", dist.is_initialized())
@@ -865,14 +869,21 @@ def test_init_process_group_forms(fresh_worlds, form):
             assert out["backend"] == "cpu:gloo,foo:fccl"
             assert out["config"] == "cpu:gloo,foo:fccl"
             assert out["cpu_backend_class"] == "ProcessGroupGloo"
-        else:
+        elif form == "default" and _patches.torch_release() != "2.13":
+            # 2.14 as CUDA's: an unnamed group has the accelerator's backend only, and get_backend() says so.
+            assert out["backend"] == "undefined"
+            assert out["config"] == "foo:fccl"
+            assert out["cpu_error"] == "No backend type associated with device type cpu"
+        else:  # 2.13's unnamed group: fccl, as if the user had named it (the patch below)
             assert out["backend"] == "fccl"
             assert set(out["config"].split(",")) == {"foo:fccl", "cpu:fccl"}
             assert out["cpu_backend_class"] == "ProcessGroupFoo"
         assert out["foo_backend_class"] == "ProcessGroupFoo"
         assert out["bound_device"] == (f"foo:{rank}" if form == "device_id" else "None")
         assert out["foo_all_reduce"] == f"foo:{rank} [3.0, 3.0, 3.0]"
-        assert out["cpu_all_reduce"] == "[3.0, 3.0, 3.0]"
+        if out.get("backend") != "undefined":
+            assert "cpu_error" not in out, output
+            assert out["cpu_all_reduce"] == "[3.0, 3.0, 3.0]"
         # destroy_process_group() ends the group's threads (gloo's, the store's) and starts no process.
         assert out["initialized_after_destroy"] == "False"
         assert out["python_threads"] == "['MainThread']"
@@ -882,14 +893,22 @@ def test_init_process_group_forms(fresh_worlds, form):
 
 
 def test_the_unnamed_backend_workaround_matches_this_torch():
-    # The "unnamed_process_group_backend" patch (foo_backend._patches) renames an unnamed backend to fccl on the
-    # releases whose _new_process_group_helper marks such a group's default backend as gloo; a torch that
-    # changes that code must fail here (the workaround is then to be revisited).
-    assert foo_backend._patches.applied("unnamed_process_group_backend")
-    assert getattr(distributed_c10d._new_process_group_helper, "_foo_wrapped", False)
+    # The "unnamed_process_group_backend" patch (foo_backend._patches) renames an unnamed backend to fccl on 2.13,
+    # whose _new_process_group_helper marks such a group's default backend as gloo; 2.14 marks it from the group's
+    # backends itself, so the patch is not applied there. A torch that changes either must fail here.
     source = inspect.getsource(distributed_c10d)
-    assert re.search(r"if backend == Backend\.UNDEFINED:\n(?:\s*#.*\n)*(?:.*\n){0,6}?\s*"
-                     r"pg\._set_default_backend\(ProcessGroup\.BackendType\.GLOO\)", source)
+    if _patches.torch_release() == "2.13":
+        assert _patches.applied("unnamed_process_group_backend")
+        assert getattr(distributed_c10d._new_process_group_helper, "_foo_wrapped", False)
+        assert re.search(r"if backend == Backend\.UNDEFINED:\n(?:\s*#.*\n)*(?:.*\n){0,6}?\s*"
+                         r"pg\._set_default_backend\(ProcessGroup\.BackendType\.GLOO\)", source)
+    else:
+        assert not _patches.applied("unnamed_process_group_backend")
+        assert not hasattr(distributed_c10d._new_process_group_helper, "_foo_wrapped")
+        unnamed = distributed_c10d.BackendConfig(dist.Backend.UNDEFINED)
+        assert unnamed.get_device_backend_map() == {"foo": "fccl"}
+        assert (distributed_c10d._get_default_backend_type_for_backend_config(unnamed)
+                == dist.ProcessGroup.BackendType.CUSTOM)
 
 
 # ---- faults: fresh worlds --------------------------------------------------------------------------

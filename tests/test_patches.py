@@ -83,7 +83,10 @@ def test_the_version_guard_reads_the_release():
 
 def test_patches_are_applied_when_their_subsystem_is_first_used(subprocesses):
     out = labelled(subprocesses.check("lazy"))
-    assert out["at_import"] == "['accelerator_snapshot', 'default_dtype_setters', 'unnamed_process_group_backend']"
+    at_import = ['accelerator_snapshot', 'default_dtype_setters']
+    if _patches.torch_release() == "2.13":  # 2.14 marks an unnamed group's default backend itself
+        at_import.append('unnamed_process_group_backend')
+    assert out["at_import"] == str(at_import)
     assert out["after_dynamo"] == ("['dynamo_current_stream', 'dynamo_preserve_rng_state', 'dynamo_stream_classes', "
                                    "'fake_convolution']")
     assert out["after_graph_trees"] == "['graph_trees_on_foo']"

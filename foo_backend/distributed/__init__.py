@@ -3,7 +3,7 @@ r"""torch.distributed on foo: the c10d backend ``"fccl"``.
 Importing foo_backend (which ``import torch`` does) registers it as the default backend of device type
 ``"foo"``, so every usual way of starting works::
 
-    dist.init_process_group()                      # foo is the accelerator: fccl for foo and CPU tensors
+    dist.init_process_group()                      # foo is the accelerator: fccl for foo tensors (and CPU's on 2.13)
     dist.init_process_group("fccl")
     dist.init_process_group("cpu:gloo,foo:fccl")
     dist.init_process_group(device_id=torch.device("foo", local_rank))
@@ -44,7 +44,8 @@ def _default_to_fccl_when_unnamed():
     """The ``"unnamed_process_group_backend"`` patch (``foo_backend._patches``). ``init_process_group()``
     without a backend on a machine whose accelerator is foo: PyTorch 2.13 maps foo to its default backend
     (fccl) but marks the group's default backend type as gloo, which the group does not have, so
-    ``get_backend`` and friends fail. Name fccl instead, as if the user had. Returns the function it wrapped."""
+    ``get_backend`` and friends fail. Name fccl instead, as if the user had. (2.14 marks the default from the
+    group's backends, as for CUDA's unnamed group, and needs no patch.) Returns the function it wrapped."""
     original = distributed_c10d._new_process_group_helper
     if getattr(original, "_foo_wrapped", False):
         return original.__wrapped__
