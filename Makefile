@@ -6,12 +6,14 @@ BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*
 # The torch release to build against (foo_backend/_releases.py lists the supported ones): the installed torch
 # when foo supports it, else 2.13.0; `make test TORCH=2.14.1` chooses (README: "Choosing a torch release").
 TORCH ?= $(shell TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PYTHON) -c "import runpy, torch; v = torch.__version__.split('+')[0]; print('' if runpy.run_path('foo_backend/_releases.py')['unsupported'](v) else v)" 2>/dev/null | grep . || echo 2.13.0)
+# The other supported release, which `make test` builds and tests too (tools/test_other_release.sh).
+OTHER_TORCH := $(if $(filter 2.13.%,$(TORCH)),2.14.1,2.13.0)
 # torchvision where one imports beside that torch (0.29.1 beside 2.14.1; none beside 2.13).
 TORCHVISION := $(if $(filter 2.14.%,$(TORCH)),torchvision==0.29.1)
 # One stamp per Python environment and torch, so switching either installs again.
 STAMP := .install.$(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])").torch$(TORCH).stamp
 
-.PHONY: install demo test test-fast test-sanitizers bench
+.PHONY: install demo test test-other-release test-fast test-sanitizers bench
 
 $(STAMP): $(BUILD_INPUTS)
 	$(PYTHON) -m pip install -q torch==$(TORCH) $(TORCHVISION)
@@ -24,8 +26,14 @@ install: $(STAMP)
 demo: install
 	$(PYTHON) examples/train.py
 
+# The whole suite on this torch, then the other release's build, patch guards and compile, graph, distributed
+# and profiler tests (`make test-other-release` alone).
 test: install
 	$(PYTHON) -m pytest tests -q
+	PYTHON=$(PYTHON) tools/test_other_release.sh $(OTHER_TORCH)
+
+test-other-release:
+	PYTHON=$(PYTHON) tools/test_other_release.sh $(OTHER_TORCH)
 
 # A developer's inner loop: the tests that run in this process (no worlds of ranks, fresh interpreters,
 # sanitizer builds or compiled graphs; tests/conftest.py lists them), OpInfo parity on one sample per op.

@@ -110,7 +110,8 @@ TORCH_LIBRARY_IMPL(myops_cpp, PrivateUse1, m) { m.impl("scale_add", scale_add_fo
 def cpp_op():
     from torch.utils.cpp_extension import load
 
-    build_dir = os.path.join(tempfile.gettempdir(), "foo_custom_op_example")  # reused by later runs
+    # Reused by later runs with this torch; one per release, which lock their build directories differently.
+    build_dir = os.path.join(tempfile.gettempdir(), f"foo_custom_op_example-torch{torch.__version__}")
     os.makedirs(build_dir, exist_ok=True)
     # A source file and load() rather than load_inline(), which would add <torch/extension.h> (twice the
     # compile time for a file that needs two ATen operators and the library macros).
