@@ -19,8 +19,7 @@ if ! TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$venv/bin/python" -c \
         "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version')" 2>/dev/null; then
     rm -rf "$venv"
     "$PYTHON" -m venv --system-site-packages "$venv"
-    # --no-compile: Python compiles the modules the tests import, not all of torch (a third less time).
-    "$venv/bin/python" -m pip install -q --no-compile "torch==$version" \
+    "$venv/bin/python" -m pip install -q "torch==$version" \
         $(case $version in 2.14.*) echo torchvision==0.29.1;; esac)
 fi
 
