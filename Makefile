@@ -5,9 +5,10 @@ PYTHON ?= python
 BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*/*.cpp csrc/*/*.h)
 # The torch release to build against (foo_backend/_releases.py lists the supported ones): the installed torch
 # when foo supports it, else 2.13.0; `make test TORCH=2.14.1` chooses (README: "Choosing a torch release").
-TORCH ?= $(shell TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PYTHON) -c "import runpy, torch; v = torch.__version__.split('+')[0]; print('' if runpy.run_path('foo_backend/_releases.py')['unsupported'](v) else v)" 2>/dev/null | grep . || echo 2.13.0)
+RELEASES := runpy.run_path('foo_backend/_releases.py')
+TORCH ?= $(shell TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PYTHON) -c "import runpy, torch; v = torch.__version__.split('+')[0]; print('' if $(RELEASES)['unsupported'](v) else v)" 2>/dev/null | grep . || $(PYTHON) -c "import runpy; print($(RELEASES)['TESTED_TORCH']['2.13'])")
 # The other supported release, which `make test` builds and tests too (tools/test_other_release.sh).
-OTHER_TORCH := $(if $(filter 2.13.%,$(TORCH)),2.14.1,2.13.0)
+OTHER_TORCH := $(shell $(PYTHON) -c "import runpy; print($(RELEASES)['other_tested_torch']('$(TORCH)'))")
 # torchvision where one imports beside that torch (0.29.1 beside 2.14.1; none beside 2.13).
 TORCHVISION := $(if $(filter 2.14.%,$(TORCH)),torchvision==0.29.1)
 # One stamp per Python environment and torch, so switching either installs again.
@@ -30,7 +31,7 @@ demo: install
 # and profiler tests (`make test-other-release` alone).
 test: install
 	$(PYTHON) -m pytest tests -q
-	PYTHON=$(PYTHON) tools/test_other_release.sh $(OTHER_TORCH)
+	$(MAKE) test-other-release
 
 test-other-release:
 	PYTHON=$(PYTHON) tools/test_other_release.sh $(OTHER_TORCH)

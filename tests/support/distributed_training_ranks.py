@@ -33,13 +33,15 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from foo_backend import _patches
+
 # A rank that hangs dumps its stacks and exits; torchrun then stops the others.
 RANK_TIMEOUT_S = 240
 # Collectives give up after this (a rank that died, or ranks that disagree about the next collective).
 GROUP_TIMEOUT = datetime.timedelta(seconds=20)
 # What get_backend() names the groups of init_process_group() without a backend (main below): on 2.13 foo names
 # fccl for it (foo_backend._patches, "unnamed_process_group_backend"); 2.14 says "undefined", as for CUDA's.
-UNNAMED_BACKEND = "fccl" if torch.__version__.startswith("2.13.") else "undefined"
+UNNAMED_BACKEND = "fccl" if _patches.torch_release() == "2.13" else "undefined"
 
 STEPS = 3
 BATCH = 8
