@@ -38,6 +38,8 @@ class Patch:
 _INDUCTOR_GUARD = "tests/test_inductor.py::test_inductor_assumptions_foo_patches_work_around"
 _ON_DYNAMO_IMPORT = "right after torch._dynamo is imported (foo_backend.compiler)"
 _ON_FIRST_COMPILE = "when Inductor first compiles for foo (foo_backend.compiler.inductor.register)"
+_WITH_GRAPH_TREES = ("when torch._inductor.cudagraph_trees is first imported (foo_backend.compiler) or Inductor "
+                     "first compiles for foo, unless CUDA is available")
 
 PATCHES: dict[str, Patch] = {
     "default_dtype_setters": Patch(
@@ -133,7 +135,6 @@ PATCHES: dict[str, Patch] = {
     "graph_trees_on_foo": Patch(
         targets=("torch._inductor.cudagraph_trees", "torch._higher_order_ops.cudagraph_conditional_nodes",
                  "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes",
-                 "torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph",
                  "torch._dynamo.backends.cudagraphs.check_multiple_devices_or_any_cpu_nodes",
                  "torch._dynamo.backends.cudagraphs.get_device_index",
                  "torch._inductor.scheduler.Scheduler.should_partition"),
@@ -141,8 +142,25 @@ PATCHES: dict[str, Patch] = {
         releases=("2.13", "2.14"),
         guard="tests/test_graph_trees.py::test_graph_trees_ask_foo_exactly_what_its_adapter_answers",
         apply="foo_backend.compiler.graph_trees:_bind_graph_trees_to_foo",
-        when="when torch._inductor.cudagraph_trees is first imported (foo_backend.compiler) or Inductor first "
-             "compiles for foo, unless CUDA is available",
+        when=_WITH_GRAPH_TREES,
+    ),
+    "graph_skips_logged_by_device_types": Patch(
+        targets=("torch._inductor.output_code.cudagraph_post_compile",
+                 "torch._inductor.output_code.CompiledFxGraph.__init__",
+                 "torch._inductor.output_code.CompiledFxGraph.post_compile"),
+        why='Inductor logs why a graph runs without graphs only if "cuda" in its device_types: foo\'s graphs too',
+        releases=("2.13",),
+        guard="tests/test_graph_trees.py::test_inductor_logs_skipped_graphs_of_cuda_alone",
+        apply="foo_backend.compiler.graph_trees:_log_skips_of_foo_graphs_by_device_types",
+        when=_WITH_GRAPH_TREES,
+    ),
+    "graph_skips_logged_as_gpus": Patch(
+        targets=("torch._inductor.output_code.is_gpu",),
+        why="Inductor logs why a graph runs without graphs only if one of its devices is_gpu: foo's graphs too",
+        releases=("2.14",),
+        guard="tests/test_graph_trees.py::test_inductor_logs_skipped_graphs_of_cuda_alone",
+        apply="foo_backend.compiler.graph_trees:_log_skips_of_foo_graphs_as_gpus",
+        when=_WITH_GRAPH_TREES,
     ),
 }
 

@@ -246,6 +246,32 @@ def test_two_devices_run_without_graphs_with_cudas_message():
             add(torch.ones(4, device="foo:0"), torch.ones(4, device="foo:1"))
 
 
+@pytest.mark.parametrize("graph_partition", [False, True])
+def test_symbolic_shapes_run_without_graphs_with_cudas_message_where_cuda_logs_it(graph_partition):
+    """With ``cudagraph_skip_dynamic_graphs``, a graph with symbolic shapes runs without graphs: Inductor logs
+    and counts why when it records whole graphs, and says nothing when it records partitions (as for CUDA)."""
+    @torch.compile(mode="reduce-overhead", dynamic=True)
+    def add(x, y):
+        return x + y
+
+    config = {"graph_partition": graph_partition, "triton.cudagraph_skip_dynamic_graphs": True}
+    with inductor_config.patch(config), SkipMessages() as messages:
+        for size in (4, 6):
+            x, y = torch.rand(size), torch.rand(size)
+            torch.testing.assert_close(add(x.foo(), y.foo()).cpu(), x + y)
+    assert manager() is None or list(manager().get_roots()) == []
+    if graph_partition:
+        assert messages == [] and counters["inductor"]["cudagraph_skips"] == 0
+        return
+    (message,) = messages
+    assert message.startswith("skipping cudagraphs due to graph with symbolic shapes inputs") and "x + y" in message
+    assert counters["inductor"]["cudagraph_skips"] == 1
+    torch._dynamo.reset()
+    with inductor_config.patch(config | {"triton.cudagraph_or_error": True}):
+        with pytest.raises(Exception, match="skipping cudagraphs due to graph with symbolic shapes"):
+            add(torch.rand(5, device="foo"), torch.rand(5, device="foo"))
+
+
 def test_cpu_work_is_partitioned_out_of_the_graphs():
     @torch.compile(mode="reduce-overhead")
     def both(x, y):
@@ -257,6 +283,24 @@ def test_cpu_work_is_partitioned_out_of_the_graphs():
     torch.testing.assert_close(on_foo.cpu(), torch.ones(6).mul(2).sin())
     torch.testing.assert_close(on_cpu, torch.ones(5).cos() + 1)
     assert counters["inductor"]["cudagraph_skips"] == 0 and len(recorded_graphs()) == 1
+
+
+def test_a_cpu_scalar_input_is_copied_to_foo_outside_the_graph():
+    """As for CUDA (Inductor's pass moving CPU constructors and scalars to the device): a CPU scalar tensor
+    input is copied to foo by the compiled code, outside the recorded graph, which reads it from foo memory;
+    each call's value is the one used."""
+    from torch._inductor.utils import run_and_get_code
+
+    def scale(x, s):
+        return x * s + 1
+
+    compiled = torch.compile(scale, mode="reduce-overhead")
+    x = torch.arange(6.0)
+    _, (code,) = run_and_get_code(compiled, x.foo(), torch.tensor(1.5))
+    assert code.count(".copy_(") == 1
+    for value in (2.0, 3.0, -5.0):
+        torch.testing.assert_close(compiled(x.foo(), torch.tensor(value)).cpu(), scale(x, torch.tensor(value)))
+    assert len(recorded_graphs()) == 1 and counters["inductor"]["cudagraph_skips"] == 0
 
 
 # What graph trees (and the control-flow modes they enter) ask of torch.cuda in this release; foo_backend's
@@ -300,9 +344,32 @@ def test_graph_trees_ask_foo_exactly_what_its_adapter_answers():
     assert [graph_trees._code_reading_is_foo(m)[1] for m in modules] == is_cuda_reads
     assert isinstance(tree_module.torch, graph_trees.GraphTreesTorch)
     # PyTorch's own check and partitioning, which the patch extends to foo.
-    check, lowering_check, device_index, should_partition = _patches.upstream("graph_trees_on_foo")
+    check, device_index, should_partition = _patches.upstream("graph_trees_on_foo")
     refused = "skipping cudagraphs due to multiple devices: device(type='foo', index=0)"
     assert check({torch.device("foo", 0): None}) == refused
+    lowering_check = cudagraph_utils.check_lowering_disable_cudagraph  # asks the check by its module's name
     assert "check_multiple_devices_or_any_cpu_nodes(device_node_mapping)" in inspect.getsource(lowering_check)
     assert 'if device.type != "cuda":' in inspect.getsource(device_index)
     assert "if not node.is_gpu():" in inspect.getsource(should_partition)
+
+
+def test_inductor_logs_skipped_graphs_of_cuda_alone():
+    """The guard of the ``"graph_skips_logged_by_device_types"`` (2.13) and ``"graph_skips_logged_as_gpus"``
+    (2.14) patches: Inductor logs why a graph runs without graphs only for a CUDA graph (2.13) or a GPU's
+    (2.14), in the three places the patch extends to foo."""
+    trees()
+    from torch._inductor import output_code
+
+    places = {"cudagraph_post_compile", "CompiledFxGraph.__init__", "CompiledFxGraph.post_compile"}
+    if _patches.torch_release() == "2.13":
+        assert _patches.applied("graph_skips_logged_by_device_types")
+        assert set(graph_trees._skips_of_foo_graphs_in_code()) == places
+        for qualname, code in _patches.upstream("graph_skips_logged_by_device_types").items():
+            assert '"cuda" in' in inspect.getsource(code) and "foo" not in inspect.getsource(code), qualname
+    else:
+        assert _patches.applied("graph_skips_logged_as_gpus")
+        assert _patches.upstream("graph_skips_logged_as_gpus")("foo") is False
+        asking = [line.strip() for line in inspect.getsource(output_code).splitlines()
+                  if line.strip().startswith("if") and "device_types" in line]
+        assert asking == ["if any(is_gpu(device) for device in compiled_graph.device_types):"] + \
+            ["if any(is_gpu(device) for device in self.device_types):"] * 2

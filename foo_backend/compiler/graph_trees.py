@@ -14,7 +14,8 @@ PyTorch's. The file's one other CUDA assumption, that graph outputs are ``Tensor
 modes it enters) again in its module with those two changes, so that every caller (``compile_fx``,
 ``torch.compiler.cudagraph_mark_step_begin``, the resets of ``torch._dynamo``) reaches foo's trees through its
 usual name: nothing is copied. Inductor's check that a graph is on one CUDA device lets one foo device
-through (for Dynamo's ``backend="cudagraphs"`` too), and its graph partitions keep foo's work in as a GPU's.
+through (for Dynamo's ``backend="cudagraphs"`` too), its graph partitions keep foo's work in as a GPU's, and
+it logs why a foo graph runs without graphs as it logs a CUDA graph's (one more patch per release).
 The trees of a process serve one device type, keyed by device index as PyTorch keeps them, so foo takes them
 only where CUDA is not available; on a machine with a GPU they stay CUDA's and foo's reduce-overhead runs
 without graphs.
@@ -153,8 +154,7 @@ def _run_again_on_foo(module, graph_trees_torch):
 def _bind_graph_trees_to_foo():
     """The ``"graph_trees_on_foo"`` patch: PyTorch's graph trees and the control-flow modes they enter during
     warm-up and recording, executed again in place with ``torch`` bound to :class:`GraphTreesTorch` and
-    ``is_cuda`` read as ``is_foo``; Inductor's device checks for graphs let one foo device through (and log
-    why a foo graph is skipped, as Inductor does a CUDA one's), Dynamo's ``backend="cudagraphs"`` takes a foo
+    ``is_cuda`` read as ``is_foo``; Inductor's device check for graphs lets one foo device through, Dynamo's ``backend="cudagraphs"`` takes a foo
     device's index, and graph partitions keep foo nodes in as a GPU's. Returns PyTorch's functions it
     replaced (the modules' code is their files')."""
     from torch._dynamo.backends import cudagraphs as cudagraphs_backend
@@ -176,22 +176,8 @@ def _bind_graph_trees_to_foo():
             return None
         return reason
 
-    lowering_check = cudagraph_utils.check_lowering_disable_cudagraph
-
-    def check_lowering_for_foo_graphs(device_node_mapping):
-        on_foo = any(device.type == DEVICE_TYPE for device in device_node_mapping)
-        reason = lowering_check(device_node_mapping)
-        if reason is not None and on_foo:
-            # Inductor logs the reason later only for a graph with a CUDA device in it (it counts the skip
-            # either way): foo's is logged here, in Inductor's words.
-            message = f"skipping cudagraphs due to {reason}"
-            cudagraph_utils.cudagraphs_log.warning(message)
-            if inductor_config.triton.cudagraph_or_error:
-                raise RuntimeError(message)
-        return reason
-
+    # Inductor's lowering check calls it by its module's name.
     cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = check_devices_for_foo_graphs
-    cudagraph_utils.check_lowering_disable_cudagraph = check_lowering_for_foo_graphs
     # Dynamo's "cudagraphs" backend (graph trees over AOT graphs, without Inductor) imports the check by name,
     # and asks a CUDA device's index.
     cudagraphs_backend.check_multiple_devices_or_any_cpu_nodes = check_devices_for_foo_graphs
@@ -218,11 +204,91 @@ def _bind_graph_trees_to_foo():
             del node.is_gpu
 
     inductor_scheduler.Scheduler.should_partition = partition_as_on_a_gpu
-    return check, lowering_check, device_index, should_partition
+    return check, device_index, should_partition
+
+
+class _GraphDeviceTypesIncludeFoo(ast.NodeTransformer):
+    """Rewrites ``"cuda" in <graph>.device_types`` into ``("cuda" in ... or "foo" in ...)``, recording the
+    qualified names of the functions rewritten."""
+
+    def __init__(self):
+        self.scopes, self.rewritten = [], []
+
+    def _visit_scope(self, node):
+        self.scopes.append(node.name)
+        self.generic_visit(node)
+        self.scopes.pop()
+        return node
+
+    visit_ClassDef = visit_FunctionDef = _visit_scope
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        operand = node.comparators[0]
+        if not (isinstance(node.left, ast.Constant) and node.left.value == "cuda" and len(node.ops) == 1
+                and isinstance(node.ops[0], ast.In) and isinstance(operand, ast.Attribute)
+                and operand.attr == "device_types"):
+            return node
+        self.rewritten.append(".".join(self.scopes))
+        on_foo = ast.Compare(left=ast.Constant(DEVICE_TYPE), ops=[ast.In()], comparators=[operand])
+        return ast.copy_location(ast.BoolOp(op=ast.Or(), values=[node, on_foo]), node)
+
+
+def _functions_by_qualname(code):
+    """The code objects of the functions defined in ``code`` (a module's), at every depth, by qualified name."""
+    found = {}
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            found[constant.co_qualname] = constant
+            found.update(_functions_by_qualname(constant))
+    return found
+
+
+def _skips_of_foo_graphs_in_code():
+    """Where Inductor 2.13 logs why a graph runs without graphs: PyTorch's ``output_code`` functions that ask
+    ``"cuda" in <graph>.device_types``, by qualified name, each with its code asking for foo too."""
+    from torch._inductor import output_code
+
+    rewrite = _GraphDeviceTypesIncludeFoo()
+    tree = rewrite.visit(ast.parse(inspect.getsource(output_code)))
+    code = compile(ast.fix_missing_locations(tree), output_code.__file__, "exec")
+    functions = _functions_by_qualname(code)
+    return {qualname: functions[qualname] for qualname in rewrite.rewritten}
+
+
+def _log_skips_of_foo_graphs_by_device_types():
+    """The ``"graph_skips_logged_by_device_types"`` patch (2.13). Inductor logs (and counts, and raises under
+    ``triton.cudagraph_or_error``) why a graph runs without graphs only where the graph has a CUDA device
+    (``"cuda" in device_types``); for any other device it counts the skip silently. The functions that ask
+    take the code of their own source with foo asked too (their objects stay PyTorch's, for every importer).
+    Returns PyTorch's code objects, by qualified name."""
+    from torch._inductor import output_code
+
+    replaced = {}
+    for qualname, code in _skips_of_foo_graphs_in_code().items():
+        owner = output_code
+        for name in qualname.split(".")[:-1]:
+            owner = getattr(owner, name)
+        function = vars(owner)[qualname.rsplit(".", 1)[-1]]
+        replaced[qualname], function.__code__ = function.__code__, code
+    return replaced
+
+
+def _log_skips_of_foo_graphs_as_gpus():
+    """The ``"graph_skips_logged_as_gpus"`` patch (2.14). Inductor logs why a graph runs without graphs only
+    where one of its devices ``is_gpu`` (imported by name): foo's graphs are logged as a GPU's. Returns
+    PyTorch's function."""
+    from torch._inductor import output_code
+
+    is_gpu = output_code.is_gpu
+    output_code.is_gpu = lambda device: device == DEVICE_TYPE or is_gpu(device)
+    return is_gpu
 
 
 def bind():
     """Give Inductor's graph trees to foo, once, unless CUDA is available (see the module's docstring)."""
     if torch.cuda.is_available():
         return False
+    for patch in ("graph_skips_logged_by_device_types", "graph_skips_logged_as_gpus"):  # one per release
+        _patches.apply(patch)
     return _patches.apply("graph_trees_on_foo")

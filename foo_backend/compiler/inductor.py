@@ -17,6 +17,7 @@ import functools
 import re
 
 import torch
+from torch._inductor import config as inductor_config
 from torch._inductor import lowering as inductor_lowering
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor import utils as inductor_utils
@@ -26,6 +27,8 @@ from torch._inductor.codegen import common as inductor_common
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.custom_graph_pass import CustomGraphModulePass
+from torch._inductor.fx_passes.post_grad import ConstructorMoverPass
 from torch._inductor.kernel import mm_common as inductor_mm_common
 from torch._inductor.virtualized import V
 
@@ -33,7 +36,8 @@ from .. import _patches
 from .._utils import _C, DEVICE_TYPE
 from . import config, graph_trees
 
-__all__ = ["FooScheduling", "FooWrapperCodegen", "FooCppWrapperCodegen", "compile_kernel", "register"]
+__all__ = ["FooScheduling", "FooWrapperCodegen", "FooCppWrapperCodegen", "MoveConstructorsToFoo", "compile_kernel",
+           "register"]
 
 # The C++ type of each kernel parameter as it reads its slot of the packed argument array.
 _POINTER_SLOT = "({type})(uintptr_t)args[{index}]"
@@ -292,6 +296,21 @@ def _patch_device_need_guard():
     return need_guard
 
 
+class MoveConstructorsToFoo(CustomGraphModulePass):
+    """foo's post-grad pass (its device's custom pass): Inductor's own ``move_constructors_to_gpu``, for foo.
+    Tensors a graph constructs on the CPU only for the device's use are constructed on the device, and when
+    graphs are recorded in partitions, CPU scalar inputs are copied to the device (the copy is partitioned
+    out, the graph reads device memory). PyTorch's pass targets the GPU type it finds available, "cuda" where
+    none is."""
+
+    def __call__(self, graph_module):
+        into_graphs = bool(inductor_config.triton.cudagraphs and inductor_config.graph_partition)
+        ConstructorMoverPass(DEVICE_TYPE, allow_inputs=into_graphs, allow_outputs=into_graphs)(graph_module.graph)
+
+    def uuid(self):
+        return config.codegen_version
+
+
 @functools.cache
 def register():
     """Registers foo's code generators with Inductor (once; the lookup of ``torch.foo.Scheduling`` calls it)."""
@@ -301,4 +320,5 @@ def register():
         _patches.apply(patch)
     graph_trees.bind()
     inductor_common.register_backend_for_device(DEVICE_TYPE, FooScheduling, FooWrapperCodegen,
-                                                FooCppWrapperCodegen, device_custom_config=config)
+                                                FooCppWrapperCodegen, device_custom_pass=MoveConstructorsToFoo(),
+                                                device_custom_config=config)

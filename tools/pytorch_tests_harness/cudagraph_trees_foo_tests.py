@@ -29,6 +29,7 @@ FOR_FOO = [
     (r"torch\._C\._set_storage_access_error_msg", "torch.foo._C._set_storage_access_error_msg"),
     (r"\.cuda\(\)", f".{DEVICE}()"),
     (r'"cuda(:\d+)?"', rf'"{DEVICE}\1"'),
+    (r'\\"cuda\\"', rf'\\"{DEVICE}\\"'),  # the device's name in a regular expression matching source lines
     (r"^from torch\.testing\._internal\.inductor_utils import .*$",
      "HAS_CPU = HAS_CUDA = True  # the harness: the device is foo"),
     (r"^(from torch\.testing\._internal\.common_cuda import .*)$",
