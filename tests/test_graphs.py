@@ -86,8 +86,35 @@ def test_outputs_live_in_the_graphs_private_pool_until_reset():
     assert y.cpu().eq(2).all()
     graph.reset()
     del y
-    remaining = [s for s in torch.foo.memory_snapshot() if tuple(s["segment_pool_id"]) == tuple(pool)]
-    assert remaining == []  # the pool's segments went back to the device
+
+    def pool_segments():
+        return [s for s in torch.foo.memory_snapshot() if tuple(s["segment_pool_id"]) == tuple(pool)]
+
+    # As CUDA's: a pool no graph uses is freeable, its segments go back to the device when the cache is emptied.
+    assert pool_segments() != [] and all(b["state"] == "inactive" for s in pool_segments() for b in s["blocks"])
+    torch.foo.empty_cache()
+    assert pool_segments() == []
+
+
+def test_a_released_graph_keeps_its_memory_from_the_replay_still_queued():
+    """Memory a graph's replay writes is not handed to new tensors while that replay is queued: deleting the
+    graph and its outputs frees nothing the device still uses (CUDA gives a graph pool's segments back with
+    cudaFree, which waits for the device)."""
+    x = torch.randn(1 << 20, device="foo")
+    stream = torch.foo.Stream()
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph, stream=stream):
+        y = (x * 2 + 1).sin()
+    written = y.data_ptr()
+    with torch.foo._hold_stream(stream):
+        with torch.foo.stream(stream):
+            graph.replay()  # queued behind the hold
+        del graph, y
+        fresh = [torch.zeros(1 << 20, device="foo") for _ in range(4)]  # on the default stream, not held
+        torch.foo.current_stream().synchronize()
+        assert all(t.data_ptr() != written for t in fresh)
+    torch.foo.synchronize()
+    assert all(t.count_nonzero().item() == 0 for t in fresh)
 
 
 def test_graphs_share_a_pool_handle():

@@ -113,7 +113,7 @@ Block* DeviceCache::malloc(size_t requested, fooStream_t stream) {
   }
   processEvents();
   const Request request = roundAndPickPool(requested, stream);
-  Block* block = takeCachedOrNewSegment(request, context);
+  Block* block = takeCachedOrNewSegment(request, context, lock);
   if (block == nullptr && !onStreamWorker()) block = releaseCacheAndRetry(request, context, lock);
   if (block == nullptr) raiseOutOfMemory(requested, stream);
   splitIfWorthIt(block, request);
@@ -131,10 +131,12 @@ DeviceCache::Request DeviceCache::roundAndPickPool(size_t requested, fooStream_t
 }
 
 // A cached block of the request's stream that fits, else a fresh segment, else nullptr.
-Block* DeviceCache::takeCachedOrNewSegment(const Request& request, const Context& context) {
+Block* DeviceCache::takeCachedOrNewSegment(const Request& request, const Context& context,
+                                           std::unique_lock<std::mutex>& lock) {
   Block* block = takeCached(*request.pool, request.size, request.small, request.stream);
-  if (block == nullptr) block = newSegment(request.size, request.small, request.stream, context, request.private_pool);
-  return block;
+  if (block != nullptr) return block;
+  collectGarbage(segmentSize(request.size), lock);
+  return newSegment(request.size, request.small, request.stream, context, request.private_pool);
 }
 
 // Gives cached segments back to the device and retries once, as CUDA's allocator does. Queued work may
@@ -149,7 +151,7 @@ Block* DeviceCache::releaseCacheAndRetry(const Request& request, const Context& 
   lock.lock();
   processEvents();
   releaseCachedSegments();
-  return takeCachedOrNewSegment(request, context);
+  return takeCachedOrNewSegment(request, context, lock);
 }
 
 [[noreturn]] void DeviceCache::raiseOutOfMemory(size_t requested, fooStream_t stream, const char* cause) {
@@ -316,7 +318,6 @@ void DeviceCache::cacheBlock(Block* block) {
   updateStat(stats_.inactive_split, small, split_blocks);
   updateStat(stats_.inactive_split_bytes, small, split_bytes);
   putInPool(pool, block);
-  if (block->pool != nullptr && block->pool->users == 0) forgetIfUnused(block->pool);
 }
 
 // ---- Blocks and pools
@@ -371,7 +372,6 @@ Block* DeviceCache::takeCached(Pool& pool, size_t size, bool small, fooStream_t 
 Block* DeviceCache::newSegment(size_t size, bool small, fooStream_t stream, const Context& context,
                                PrivatePool* private_pool) {
   const size_t bytes = segmentSize(size);
-  collectGarbage(bytes);
   void* ptr = nullptr;
   const fooError_t error = reserved() + bytes <= limit_ ? fooMalloc(device_, &ptr, bytes) : fooErrorMemoryAllocation;
   if (error == fooErrorMemoryAllocation) return nullptr;
@@ -417,20 +417,32 @@ void DeviceCache::emptyCache() {
 }
 
 // garbage_collection_threshold, as CUDA's allocator applies it: under a memory fraction, a new segment that
-// would take reserved memory past that share of the limit first gives the cached free segments back.
-void DeviceCache::collectGarbage(size_t incoming) {
+// would take reserved memory past that share of the limit first gives the cached free segments back. Work
+// queued before their blocks were freed may still use them: the device finishes it first (cudaFree waits for
+// the device), without the lock, which that work may take. A stream worker cannot wait for its own stream:
+// it collects nothing.
+void DeviceCache::collectGarbage(size_t incoming, std::unique_lock<std::mutex>& lock) {
   const double threshold = AcceleratorAllocatorConfig::garbage_collection_threshold();
-  if (threshold <= 0.0 || limit_ == std::numeric_limits<size_t>::max()) return;
-  if (static_cast<double>(reserved() + incoming) > threshold * static_cast<double>(limit_)) releaseCachedSegments();
+  if (threshold <= 0.0 || limit_ == std::numeric_limits<size_t>::max() || onStreamWorker()) return;
+  if (static_cast<double>(reserved() + incoming) <= threshold * static_cast<double>(limit_)) return;
+  lock.unlock();
+  FOO_CHECK(fooDeviceSynchronize(device_));
+  lock.lock();
+  processEvents();
+  releaseCachedSegments();
 }
 
+// The shared pools' whole free segments, and those of the private pools no graph or MemPool uses any more.
 void DeviceCache::releaseCachedSegments() {
   for (auto* pool : {&small_pool_, &large_pool_}) releaseWholeSegments(*pool);
+  std::vector<PrivatePool*> freeable;
+  for (const auto& [id, pool] : private_pools_)
+    if (pool->users == 0) freeable.push_back(pool.get());
+  for (PrivatePool* pool : freeable) forgetIfUnused(pool);
 }
 
-// Frees the cached blocks of `pool` that are whole segments. This runs inside deleters too (a free that
-// completes a graph pool's release), which must not throw: a segment the runtime refuses to free is
-// reported with a warning, and forgotten as if freed.
+// Frees the cached blocks of `pool` that are whole segments. A segment the runtime refuses to free is
+// reported with a warning, and forgotten as if freed: the cache stays consistent.
 void DeviceCache::releaseWholeSegments(Pool& pool) {
   for (auto it = pool.begin(); it != pool.end();) {
     Block* block = *it;
@@ -636,11 +648,7 @@ int DeviceCache::poolUseCount(c10::MempoolId_t id) {
 void DeviceCache::releasePool(c10::MempoolId_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = private_pools_.find(id);
-  if (found == private_pools_.end()) return;
-  PrivatePool& pool = *found->second;
-  if (--pool.users > 0) return;
-  processEvents();
-  forgetIfUnused(&pool);
+  if (found != private_pools_.end()) found->second->users -= 1;
 }
 
 // A pool no graph uses any more: its whole free segments go back to the device, and it goes once empty.

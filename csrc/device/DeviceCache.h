@@ -107,8 +107,9 @@ class DeviceCache {
   PoolCheckpoint checkpointPool(c10::MempoolId_t id);
   // Restores the pool to the checkpoint; `freed`: what it had allocated; `allocated`: the checkpoint's allocated blocks.
   void restorePool(const PoolCheckpoint& checkpoint, std::vector<void*>& freed, std::vector<Block*>& allocated);
-  // A graph using the pool is gone; with the last one, the pool's free segments go back to the device
-  // (blocks graph outputs still hold join them when freed: their segments stay reserved until then).
+  // A graph using the pool is gone. With the last one the pool becomes freeable, as CUDA's: its free
+  // segments go back to the device when the cache is emptied (empty_cache, or the retry after a failed
+  // allocation), after the device finished the work queued before (a replay may still use them).
   void releasePool(c10::MempoolId_t id);
 
   // ---- History and snapshot (AllocatorHistory.cpp)
@@ -131,7 +132,7 @@ class DeviceCache {
 
   // The steps of malloc, in order.
   Request roundAndPickPool(size_t requested, fooStream_t stream);
-  Block* takeCachedOrNewSegment(const Request& request, const Context& context);
+  Block* takeCachedOrNewSegment(const Request& request, const Context& context, std::unique_lock<std::mutex>& lock);
   Block* releaseCacheAndRetry(const Request& request, const Context& context, std::unique_lock<std::mutex>& lock);
   [[noreturn]] void raiseOutOfMemory(size_t requested, fooStream_t stream, const char* cause = nullptr);
   void splitIfWorthIt(Block* block, const Request& request);
@@ -155,8 +156,8 @@ class DeviceCache {
   std::vector<Block*> segmentHeads(const PrivatePool* pool) const;
   void completeFree(Block* block, Context context);
   void cacheBlock(Block* block);
-  void collectGarbage(size_t incoming);
-  void releaseCachedSegments();
+  void collectGarbage(size_t incoming, std::unique_lock<std::mutex>& lock);
+  void releaseCachedSegments();  // after the device finished its queued work
   void releaseWholeSegments(Pool& pool);
   void forgetIfUnused(PrivatePool* pool);
   bool usedBy(const PrivatePool* pool) const;

@@ -6,8 +6,9 @@ module reads it and writes it for foo before running it, changing only how it na
 "cuda" (and "cuda:N") becomes "foo", ``torch.cuda.<name>`` becomes ``torch.foo.<name>`` (``CUDAGraph``:
 ``FooGraph``; ``amp.autocast()``: ``torch.autocast("foo")``), ``.cuda()`` becomes ``.foo()``, the storage
 error function of CUDA's ``torch._C`` is foo's, and its gates
-(``HAS_CUDA``, ``TEST_CUDA_GRAPH``, ``TEST_MULTIGPU``) ask foo. The tests themselves are unchanged; pytest
-collects them here as ``CudaGraphTreeTests``:
+(``HAS_CUDA``, ``TEST_CUDA_GRAPH``, ``TEST_MULTIGPU``) ask foo. The tests themselves are unchanged (each
+ends with the Inductor configuration it began with: a few set it without restoring it); pytest collects them
+here as ``CudaGraphTreeTests``:
 
     cd <that folder>
     TORCHINDUCTOR_COMPILE_THREADS=1 PYTORCH_INDUCTOR_TESTS_DIR=$PWD \\
@@ -17,6 +18,8 @@ import os
 import re
 import sys
 from pathlib import Path
+
+import pytest
 
 DEVICE = "foo"
 # (pattern, replacement), applied in order to the file's text; each keeps the lines where they are, so that a
@@ -48,3 +51,15 @@ _folder = Path(os.environ.get("PYTORCH_INDUCTOR_TESTS_DIR", "."))
 _path = _folder / "test_cudagraph_trees.py"
 sys.path.insert(0, str(_folder))
 exec(compile(written_for_foo(_path.read_text()), str(_path), "exec"), globals())  # noqa: S102
+
+
+@pytest.fixture(autouse=True)
+def inductor_configuration_restored():
+    """Some tests of the file set Inductor's configuration without restoring it (``test_cudagraph_capture_sizes*``
+    set ``triton.cudagraph_capture_sizes``): every later test in the process would record only those sizes,
+    on CUDA as on foo. Each test ends with the configuration it began with, as when run on its own."""
+    from torch._inductor import config
+
+    saved = config.get_config_copy()
+    yield
+    config.load_config(saved)
