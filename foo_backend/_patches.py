@@ -98,6 +98,14 @@ PATCHES: dict[str, Patch] = {
         apply="foo_backend.compiler.dynamo:_patch_preserve_rng_state",
         when=_ON_DYNAMO_IMPORT,
     ),
+    "rng_state_operators_on_foo": Patch(
+        targets=("torch._prims.rng_prims.run_and_save_rng_state", "torch._prims.rng_prims.run_with_rng_state"),
+        why="the operators that replay a recomputed random operator's numbers know CPU, CUDA, HPU and XPU only",
+        releases=("2.13", "2.14"),
+        guard="tests/test_inductor.py::test_rng_state_operators_know_the_devices_foo_is_added_to",
+        apply="foo_backend.compiler.dynamo:_patch_rng_state_operators",
+        when=_ON_DYNAMO_IMPORT,
+    ),
     "inductor_current_backend": Patch(
         targets=tuple(f"{module}.get_current_backend" for module in (
             "torch._inductor.utils", "torch._inductor.codegen.common", "torch._inductor.scheduler",

@@ -552,6 +552,61 @@ def test_dynamos_preserve_rng_state_restores_foos_generator(seed_with):
     assert torch.equal(inside, after)
 
 
+def _checkpointed_random_step(device, backend, seed):
+    """A random operator inside activation checkpointing, compiled (recomputed in the backward): the output and
+    the gradients, after seeding with ``seed``."""
+    def block(x, y):
+        return torch.sigmoid(torch.rand_like(x) * y) * x
+
+    def step(x, y):
+        return torch.utils.checkpoint.checkpoint(block, x, y, use_reentrant=True)
+
+    x = torch.linspace(0.5, 2.0, 16).reshape(4, 4).to(device).requires_grad_()
+    y = torch.full((4, 4), 3.0, device=device, requires_grad=True)
+    torch._dynamo.reset()
+    seed()
+    out = torch.compile(step, backend=backend)(x, y)
+    out.sum().backward()
+    return out.detach().cpu(), x.grad.cpu(), y.grad.cpu(), x.detach().cpu()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_decomp_partition", "inductor"])
+@pytest.mark.parametrize("seed_with", ["torch", "device_generator"])
+def test_a_recomputed_random_operator_draws_its_forwards_numbers_as_on_cpu(backend, seed_with):
+    """AOT Autograd recomputes a checkpointed random operator in the backward under run_with_rng_state, with the
+    generator state run_and_save_rng_state saved in the forward: on foo (foo's generator) as on CPU."""
+    on_foo = torch.manual_seed if seed_with == "torch" else torch.foo.manual_seed
+    cpu = _checkpointed_random_step("cpu", backend, lambda: torch.manual_seed(0))
+    foo = _checkpointed_random_step("foo", backend, lambda: on_foo(0))
+    for expected, got in zip(cpu, foo):
+        torch.testing.assert_close(got, expected)
+    out, x_grad, _, x = foo
+    torch.testing.assert_close(x_grad, out / x)  # the backward's numbers are the forward's
+
+
+def test_rng_state_operators_know_the_devices_foo_is_added_to():
+    """The ``"rng_state_operators_on_foo"`` patch's guard: PyTorch's run_and_save_rng_state and run_with_rng_state
+    choose a device's kernel from a table of CPU, CUDA, HPU and XPU, refusing foo, which the fake and tracing
+    functions of run_and_save_rng_state find in their closures."""
+    from torch._C import DispatchKey
+    from torch._higher_order_ops.utils import registered_hop_fake_fns
+    from torch._prims import rng_prims
+    from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
+
+    assert foo_patches.applied("rng_state_operators_on_foo")
+    select_save, select_run_with = foo_patches.upstream("rng_state_operators_on_foo")
+    x = torch.ones(2, device="foo")
+    for select, arguments in ((select_save, (torch.ops.aten.rand_like.default, x)),
+                              (select_run_with, (torch.foo.get_rng_state(), torch.ops.aten.rand_like.default, x))):
+        assert set(select.__code__.co_freevars) == {"impl_cpu", "impl_cuda", "impl_hpu", "impl_xpu"}
+        with pytest.raises(AssertionError, match="Backend not supported for foo"):
+            select(*arguments)
+    save = rng_prims.run_and_save_rng_state
+    for function in (registered_hop_fake_fns[save], save.python_key_table[ProxyTorchDispatchMode]):
+        cell = function.__closure__[function.__code__.co_freevars.index("impl_backend_select")]
+        assert cell.cell_contents is save.py_kernels[DispatchKey.BackendSelect] is not select_save
+
+
 def test_inductor_assumptions_foo_patches_work_around():
     """Each patch of Dynamo and Inductor in foo_backend._patches works around a behaviour of PyTorch's own: if a
     release changes it, this fails, and the patch must be reviewed (dropped, or its releases extended)."""

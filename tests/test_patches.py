@@ -88,7 +88,7 @@ def test_patches_are_applied_when_their_subsystem_is_first_used(subprocesses):
         at_import.append('unnamed_process_group_backend')
     assert out["at_import"] == str(at_import)
     assert out["after_dynamo"] == ("['dynamo_current_stream', 'dynamo_preserve_rng_state', 'dynamo_stream_classes', "
-                                   "'fake_convolution']")
+                                   "'fake_convolution', 'rng_state_operators_on_foo']")
     skip_logs = {"2.13": "graph_skips_logged_by_device_types", "2.14": "graph_skips_logged_as_gpus"}
     assert out["after_graph_trees"] == str(sorted([skip_logs[_patches.torch_release()], "graph_trees_on_foo"]))
     assert out["after_compile"] == ("['inductor_current_backend', 'inductor_device_need_guard', 'inductor_is_cpu', "

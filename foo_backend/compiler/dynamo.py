@@ -151,6 +151,56 @@ def _patch_preserve_rng_state():
     return preserve
 
 
+def _run_and_save_rng_state_on_foo(op, *args, **kwargs):
+    return torch.foo.get_rng_state(), op(*args, **kwargs)
+
+
+def _run_with_rng_state_on_foo(rng_state, op, *args, **kwargs):
+    current = torch.foo.get_rng_state()
+    torch.foo.set_rng_state(rng_state.cpu())
+    try:
+        return op(*args, **kwargs)
+    finally:
+        torch.foo.set_rng_state(current)
+
+
+def _patch_rng_state_operators():
+    """The ``"rng_state_operators_on_foo"`` patch. A random operator that activation checkpointing recomputes
+    in the backward is made to draw its forward's numbers again: AOT Autograd runs it under the
+    higher-order operators ``run_and_save_rng_state`` (forward) and ``run_with_rng_state`` (backward), which
+    have a kernel for CPU, CUDA, HPU and XPU, and a table of those devices for tensors of no key (fake and
+    traced ones) that refuses any other ("Backend not supported for foo"). foo gets a kernel of its key
+    (``PrivateUse1``, as CUDA's on foo's generator) and a place in the table, which the two operators' fake
+    and tracing functions find in their closures. Returns PyTorch's table functions."""
+    from torch._C import DispatchKey
+    from torch._higher_order_ops.utils import registered_hop_fake_fns
+    from torch._prims import rng_prims
+    from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
+
+    save, run_with = rng_prims.run_and_save_rng_state, rng_prims.run_with_rng_state
+    save.py_impl(DispatchKey.PrivateUse1)(_run_and_save_rng_state_on_foo)
+    run_with.py_impl(DispatchKey.PrivateUse1)(_run_with_rng_state_on_foo)
+    select_save = save.py_kernels[DispatchKey.BackendSelect]
+    select_run_with = run_with.py_kernels[DispatchKey.BackendSelect]
+
+    def select_save_with_foo(op, *args, **kwargs):
+        if rng_prims.get_device(args, kwargs) == DEVICE_TYPE:
+            return _run_and_save_rng_state_on_foo(op, *args, **kwargs)
+        return select_save(op, *args, **kwargs)
+
+    def select_run_with_with_foo(rng_state, op, *args, **kwargs):
+        if rng_prims.get_device(args, kwargs) == DEVICE_TYPE:
+            return _run_with_rng_state_on_foo(rng_state, op, *args, **kwargs)
+        return select_run_with(rng_state, op, *args, **kwargs)
+
+    save.py_kernels[DispatchKey.BackendSelect] = select_save_with_foo
+    run_with.py_kernels[DispatchKey.BackendSelect] = select_run_with_with_foo
+    for function in (registered_hop_fake_fns[save], save.python_key_table[ProxyTorchDispatchMode]):
+        cell = function.__closure__[function.__code__.co_freevars.index("impl_backend_select")]
+        cell.cell_contents = select_save_with_foo
+    return select_save, select_run_with
+
+
 def _register():
     device_interface.register_interface_for_device(DEVICE_TYPE, FooInterface)
     for index in range(torch.foo.device_count()):
@@ -161,6 +211,7 @@ def _register():
     _patches.apply("dynamo_current_stream")
     _patches.apply("fake_convolution")
     _patches.apply("dynamo_preserve_rng_state")
+    _patches.apply("rng_state_operators_on_foo")
 
 
 _register()
