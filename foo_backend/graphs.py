@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils import _pytree as pytree
 
-from ._utils import _C, _lazy_init
+from ._utils import _C, DEVICE_TYPE, _lazy_init
 
 __all__ = ["FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables"]
 
@@ -67,6 +67,15 @@ class FooGraph(torch.accelerator.Graph):
         self.graph_pool = pool
         self.capture_error_mode = capture_error_mode
         super().capture_begin()
+
+    def register_generator_state(self, state: torch.Generator) -> None:
+        """Register a foo generator's state (``generator.graphsafe_get_state()`` or ``clone_state()``) whose
+        numbers the graph's random kernels draw, as ``torch.cuda.CUDAGraph.register_generator_state``. foo's
+        captured random kernels draw at each replay from the state their generator had when they were
+        captured, so every state is used as a registered one is: this checks that it is a foo generator's.
+        """
+        if not isinstance(state, torch.Generator) or state.device.type != DEVICE_TYPE:
+            raise TypeError(f"register_generator_state expects a foo generator's state, got {state!r}")
 
 
 class graph:

@@ -482,6 +482,47 @@ def test_an_explicit_generator_is_drawn_from_at_each_replay():
     assert torch.equal(torch.foo.get_rng_state(), default_state)  # the default generator was not drawn from
 
 
+@pytest.mark.parametrize("capture", [False, True], ids=["eager", "graph"])
+@pytest.mark.parametrize("seed_with", ["torch", "device_generator"])
+def test_graph_safe_generator_states_replay_a_forwards_numbers(capture, seed_with):
+    """CUDA's graph-safe RNG states (AOT Autograd's way to make a graph's recomputed random operator draw its
+    forward's numbers, PyTorch's test_cudagraph_trees TestSAC.test_cudagraph_uneven_forward_backward): a clone
+    of the generator's state, drawn from through graphsafe_set_state, eagerly or in a graph replayed after the
+    clone was set to the forward's state, gives the forward's numbers: CPU's for that state."""
+    torch.manual_seed(0) if seed_with == "torch" else torch.foo.manual_seed(0)
+    generator = torch.foo.default_generators[0]
+
+    def recompute(state):
+        current = generator.graphsafe_get_state()
+        generator.graphsafe_set_state(state)
+        perm = torch.randperm(10, device="foo")
+        generator.graphsafe_set_state(current)
+        return perm
+
+    state = generator.graphsafe_get_state().clone_state()
+    if capture:
+        graph = torch.foo.FooGraph()
+        graph.register_generator_state(state)
+        with torch.foo.graph(graph):
+            recomputed = recompute(state)
+    for _ in range(3):  # some uneven forwards
+        torch.randperm(10, device="foo")
+    forward_state = generator.get_state()
+    forward = torch.randperm(10, device="foo")
+    state.set_state(forward_state)
+    if capture:
+        graph.replay()
+    else:
+        recomputed = recompute(state)
+    cpu = torch.Generator().set_state(forward_state)
+    expected = torch.randperm(10, generator=cpu)
+    assert torch.equal(forward.cpu(), expected) and torch.equal(recomputed.cpu(), expected)
+    with pytest.raises(TypeError, match="foo generator's state"):
+        torch.foo.FooGraph().register_generator_state(torch.Generator())
+    with pytest.raises(RuntimeError, match="state of a foo generator"):
+        generator.graphsafe_set_state(torch.Generator())
+
+
 def test_a_training_step_with_dropout_is_captured_and_replays_as_eager_cpu():
     torch.manual_seed(0)
     reference = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3),

@@ -55,6 +55,19 @@ c10::intrusive_ptr<c10::TensorImpl> GeneratorImpl::get_state() const {
   return host_.unsafeGetGeneratorImpl()->get_state();
 }
 
+c10::intrusive_ptr<c10::GeneratorImpl> GeneratorImpl::graphsafe_get_state() const {
+  auto state = c10::make_intrusive<GeneratorImpl>(device().index());
+  state->host_ = host_;
+  return state;
+}
+
+void GeneratorImpl::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+  auto* foo_state = dynamic_cast<GeneratorImpl*>(state.get());
+  TORCH_CHECK(foo_state != nullptr, "graphsafe_set_state: expected the state of a foo generator, got one of a ",
+              state->device().type(), " generator");
+  host_ = foo_state->host_;  // launched kernels keep the state they were launched with: nothing to wait for
+}
+
 GeneratorImpl* GeneratorImpl::clone_impl() const {
   waitForLaunchedDraws();
   auto* copy = new GeneratorImpl(device().index());

@@ -19,6 +19,11 @@ struct GeneratorImpl final : public c10::GeneratorImpl {
   uint64_t get_offset() const override;
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  // CUDA's graph-safe states: a state is a generator sharing this one's CPU generator (what it draws from);
+  // setting one makes this generator draw from that state's. A random kernel draws from the state its
+  // generator had at launch, when it runs or at each replay of a graph that captured it.
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) override;
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
   // The CPU generator the host kernels draw from.
