@@ -73,6 +73,9 @@ class FooGraph(torch.accelerator.Graph):
         numbers the graph's random kernels draw, as ``torch.cuda.CUDAGraph.register_generator_state``. foo's
         captured random kernels draw at each replay from the state their generator had when they were
         captured, so every state is used as a registered one is: this checks that it is a foo generator's.
+
+        Args:
+            state (torch.Generator): a foo generator's state, from ``graphsafe_get_state()`` or ``clone_state()``.
         """
         if not isinstance(state, torch.Generator) or state.device.type != DEVICE_TYPE:
             raise TypeError(f"register_generator_state expects a foo generator's state, got {state!r}")
