@@ -25,7 +25,6 @@ import inspect
 import types
 
 import torch
-from torch._inductor import config as inductor_config
 from torch._inductor import cudagraph_utils
 from torch._inductor import scheduler as inductor_scheduler
 
@@ -136,12 +135,16 @@ class _ReadIsFoo(ast.NodeTransformer):
         return node
 
 
+def _compiled_with(module, rewrite):
+    """The code of a PyTorch module's file, compiled (under the file's name) after ``rewrite`` visited it."""
+    tree = rewrite.visit(ast.parse(inspect.getsource(module)))
+    return compile(ast.fix_missing_locations(tree), module.__file__, "exec")
+
+
 def _code_reading_is_foo(module):
     """The code of a PyTorch module's file with ``is_cuda`` read as ``is_foo``; the number of rewrites."""
-    tree = ast.parse(inspect.getsource(module))
     rewrite = _ReadIsFoo()
-    tree = rewrite.visit(tree)
-    return compile(ast.fix_missing_locations(tree), module.__file__, "exec"), rewrite.rewritten
+    return _compiled_with(module, rewrite), rewrite.rewritten
 
 
 def _run_again_on_foo(module, graph_trees_torch):
@@ -154,9 +157,9 @@ def _run_again_on_foo(module, graph_trees_torch):
 def _bind_graph_trees_to_foo():
     """The ``"graph_trees_on_foo"`` patch: PyTorch's graph trees and the control-flow modes they enter during
     warm-up and recording, executed again in place with ``torch`` bound to :class:`GraphTreesTorch` and
-    ``is_cuda`` read as ``is_foo``; Inductor's device check for graphs lets one foo device through, Dynamo's ``backend="cudagraphs"`` takes a foo
-    device's index, and graph partitions keep foo nodes in as a GPU's. Returns PyTorch's functions it
-    replaced (the modules' code is their files')."""
+    ``is_cuda`` read as ``is_foo``; Inductor's device check for graphs lets one foo device through, Dynamo's
+    ``backend="cudagraphs"`` takes a foo device's index, and graph partitions keep foo nodes in as a GPU's.
+    Returns PyTorch's functions it replaced (the modules' code is their files')."""
     from torch._dynamo.backends import cudagraphs as cudagraphs_backend
     from torch._higher_order_ops import cudagraph_conditional_nodes
     from torch._inductor import cudagraph_trees
@@ -250,9 +253,7 @@ def _skips_of_foo_graphs_in_code():
     from torch._inductor import output_code
 
     rewrite = _GraphDeviceTypesIncludeFoo()
-    tree = rewrite.visit(ast.parse(inspect.getsource(output_code)))
-    code = compile(ast.fix_missing_locations(tree), output_code.__file__, "exec")
-    functions = _functions_by_qualname(code)
+    functions = _functions_by_qualname(_compiled_with(output_code, rewrite))
     return {qualname: functions[qualname] for qualname in rewrite.rewritten}
 
 
