@@ -1,5 +1,7 @@
 """Loads foo_backend._C, refusing clearly when it was built against another PyTorch."""
+import ctypes
 import importlib
+import os
 
 import torch
 
@@ -21,6 +23,10 @@ def load():
             f"foo_backend was built against torch {TORCH_VERSION} but torch {torch.__version__} is running. {_REBUILD}"
         )
     try:
-        return importlib.import_module("foo_backend._C")
+        extension = importlib.import_module("foo_backend._C")
     except ImportError as e:
         raise ImportError(f"foo_backend._C failed to load against torch {torch.__version__} ({e}). {_REBUILD}") from e
+    # C++ code Inductor generates for foo (cpp_wrapper, AOTInductor models) calls foo's C functions
+    # (include/foo_backend/aoti.h) by name: Python loaded the extension with its symbols private to it.
+    ctypes.CDLL(extension.__file__, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    return extension

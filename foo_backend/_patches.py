@@ -140,6 +140,15 @@ PATCHES: dict[str, Patch] = {
         apply="foo_backend.compiler.inductor:_patch_device_need_guard",
         when=_ON_FIRST_COMPILE,
     ),
+    "inductor_cpp_wrapper_header": Patch(
+        targets=("torch._inductor.codecache._get_cpp_wrapper_header",),
+        why="Inductor precompiles its device's C++ wrapper header, which PyTorch ships for its own devices: foo's "
+            "wrapper is compiled as the CPU's",
+        releases=("2.13", "2.14"),
+        guard=_INDUCTOR_GUARD,
+        apply="foo_backend.compiler.inductor:_patch_cpp_wrapper_header",
+        when=_ON_FIRST_COMPILE,
+    ),
     "graph_trees_on_foo": Patch(
         targets=("torch._inductor.cudagraph_trees", "torch._higher_order_ops.cudagraph_conditional_nodes",
                  "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes",

@@ -91,8 +91,8 @@ def test_patches_are_applied_when_their_subsystem_is_first_used(subprocesses):
                                    "'fake_convolution', 'rng_state_operators_on_foo']")
     skip_logs = {"2.13": "graph_skips_logged_by_device_types", "2.14": "graph_skips_logged_as_gpus"}
     assert out["after_graph_trees"] == str(sorted([skip_logs[_patches.torch_release()], "graph_trees_on_foo"]))
-    assert out["after_compile"] == ("['inductor_current_backend', 'inductor_device_need_guard', 'inductor_is_cpu', "
-                                    "'inductor_lowering_is_gpu']")
+    assert out["after_compile"] == ("['inductor_cpp_wrapper_header', 'inductor_current_backend', "
+                                    "'inductor_device_need_guard', 'inductor_is_cpu', 'inductor_lowering_is_gpu']")
 
 
 FRESH_SCRIPTS = {"lazy"}  # which patches importing torch applies: a fresh interpreter (tests/support/forkserver.py)

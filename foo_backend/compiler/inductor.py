@@ -10,13 +10,16 @@ graph's kernels together (``_KernelBatch``); the graph's Python wrapper calls a
 device with their device addresses translated to the kernel mapping (the host never touches device memory)
 and returns at once. Buffers are allocated on the graph's device (the
 wrapper enters ``torch.foo.device(i)`` as it enters ``torch.cuda._DeviceGuard(i)`` for CUDA); extern
-kernels and ATen fallbacks are ordinary foo operator calls, on the same stream.
+kernels and ATen fallbacks are ordinary foo operator calls, on the same stream. Under ``cpp_wrapper`` the
+wrapper is C++ (``FooCppWrapperCodegen``) and makes the same launches through foo's C functions.
 """
 import ctypes
 import functools
+import os
 import re
 
 import torch
+from torch._inductor import codecache as inductor_codecache
 from torch._inductor import config as inductor_config
 from torch._inductor import lowering as inductor_lowering
 from torch._inductor import scheduler as inductor_scheduler
@@ -39,6 +42,10 @@ from . import config, graph_trees
 __all__ = ["FooScheduling", "FooWrapperCodegen", "FooCppWrapperCodegen", "MoveConstructorsToFoo", "compile_kernel",
            "register"]
 
+# The header of foo's C functions that generated C++ code includes, by its path (its directory is on no include
+# path of Inductor's compiler).
+_AOTI_HEADER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include", "foo_backend",
+                            "aoti.h")
 # The C++ type of each kernel parameter as it reads its slot of the packed argument array.
 _POINTER_SLOT = "({type})(uintptr_t)args[{index}]"
 _VALUE_SLOT = "*(const {base}*)&args[{index}]"
@@ -168,6 +175,8 @@ class FooScheduling(CppScheduling):
         define = wrapper.define_kernel
 
         def define_foo_kernel(kernel_name, kernel_body, *args, **kwargs):
+            if V.graph.cpp_wrapper:  # defined in the C++ wrapper's library, launched by FooCppWrapperCodegen
+                return define(kernel_name, kernel_body, *args, **kwargs)
             if not kernel_body.startswith(_CPU_KERNEL_DEFINITION):
                 raise RuntimeError(f"foo: Inductor defined kernel {kernel_name} in an unknown way: this torch "
                                    f"({torch.__version__}) is not supported by foo_backend.compiler")
@@ -214,12 +223,73 @@ class _FooSubgraphWrapperCodegen(_FooKernelCalls, SubgraphPythonWrapperCodegen):
 
 
 class FooCppWrapperCodegen(CppWrapperCpu):
-    """``cpp_wrapper`` and AOTInductor would need foo kernels called from C++: not supported."""
+    """The C++ wrapper of a graph on foo (``cpp_wrapper``; AOTInductor's models). Its buffers are allocated on
+    the graph's foo device through PyTorch's C shim, and operators left to ATen call foo's shim
+    (``aoti_torch_foo_<op>``, the dispatcher). Its kernels are compiled into the wrapper's library, as CPU's,
+    but never called by the host: each gets a packed-arguments entry point, and the wrapper launches it through
+    foo's C functions (``include/foo_backend/aoti.h``) on the current foo stream, as the Python wrapper does."""
+
+    def __init__(self):
+        self.device = DEVICE_TYPE
+        super().__init__()
+        self.needs_vec_isa = True  # the kernels are the CPU's C++
+        self._foo_kernels = set()
 
     @staticmethod
-    def create(*args, **kwargs):
-        raise RuntimeError("torch._inductor.config.cpp_wrapper and AOTInductor are not supported on foo: "
-                           "compile with the default Python wrapper")
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if V.graph.aot_mode:
+            raise RuntimeError("AOTInductor is not supported on foo yet: compile with torch.compile "
+                               "(cpp_wrapper included)")
+        return FooCppWrapperCodegen()
+
+    def add_device_include(self, device):
+        if device != DEVICE_TYPE:
+            return super().add_device_include(device)
+        if device in self.included_devices:
+            return
+        self.included_devices.add(device)
+        self.header.splice_jit("#include <torch/csrc/inductor/cpp_wrapper/common.h>")
+        self.header.splice_aot("#include <torch/csrc/inductor/aoti_include/common.h>")
+        self.header.splice(f'#include "{_AOTI_HEADER}"')
+
+    def codegen_device(self, device):
+        if device.type != DEVICE_TYPE:
+            return super().codegen_device(device)
+        self.used_cached_devices.add("privateuse1")  # foo's device type in PyTorch's C shim
+        return f"cached_torch_device_type_privateuse1, {device.index or 0}"
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, arg_types=None,
+                                     **kwargs):
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type != DEVICE_TYPE or triton:
+            return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton,
+                                                        arg_types=arg_types, **kwargs)
+        handle = f"{kernel_name}_foo_handle"
+        if kernel_name not in self._foo_kernels:
+            self._foo_kernels.add(kernel_name)
+            entry = f"{kernel_name}_foo_entry"
+            self.header.splice(_launch_entry_point(arg_types, kernel=kernel_name, entry=entry))
+            self.header.splice(f"""
+                static FooKernelHandle {handle}() {{
+                    static const FooKernelHandle handle = [] {{
+                        FooKernelHandle created;
+                        AOTI_TORCH_ERROR_CODE_CHECK(foo_aoti_create_kernel(
+                            "{kernel_name}", &{entry}, "{';'.join(arg_types)}", &created));
+                        return created;
+                    }}();
+                    return handle;
+                }}
+                """)
+        arguments = []
+        for arg, type_ in zip(call_args, arg_types):
+            if type_.endswith("*"):
+                arguments.append(f"FooKernelArgument{{{arg}.get(), 0, 0.0, 0}}")
+            elif type_.removeprefix("const ").strip() in ("double", "float"):
+                arguments.append(f"FooKernelArgument{{nullptr, 0, static_cast<double>({arg}), 1}}")
+            else:
+                arguments.append(f"FooKernelArgument{{nullptr, static_cast<int64_t>({arg}), 0.0, 0}}")
+        array = self._generate_temporary_array_pointer("FooKernelArgument", arguments)
+        self.writeline(f"AOTI_TORCH_ERROR_CODE_CHECK(foo_aoti_launch_kernel({handle}(), {array}, {len(arguments)}));")
 
 
 class FooDeviceOpOverrides(inductor_common.DeviceOpOverrides):
@@ -240,9 +310,19 @@ class FooDeviceOpOverrides(inductor_common.DeviceOpOverrides):
     def current_stream(self):
         return "torch.foo.current_stream()"
 
+    def cpp_aoti_device_guard(self):
+        return "torch::stable::accelerator::DeviceGuard"
 
-# Inductor treats a device that is neither the CPU nor a GPU it knows as a Triton GPU in three places, and as less
-# than the CPU in one: foo's four patches of Inductor, declared in foo_backend._patches and applied by register().
+    def cpp_aoti_stream_guard(self):
+        return "FooAotiStreamGuard"
+
+    def cpp_kernel_type(self):
+        return "void*"  # a field per kernel in an AOTInductor model, unused: foo's kernels are in the model's library
+
+
+# Inductor treats a device that is neither the CPU nor a GPU it knows as a Triton GPU in three places, as less than
+# the CPU in one, and knows the C++ wrapper headers of its own devices: foo's five patches of Inductor, declared in
+# foo_backend._patches and applied by register().
 
 def _patch_get_current_backend():
     """The ``"inductor_current_backend"`` patch. The code generators ask which backend generates code for the
@@ -296,6 +376,20 @@ def _patch_device_need_guard():
     return need_guard
 
 
+def _patch_cpp_wrapper_header():
+    """The ``"inductor_cpp_wrapper_header"`` patch. Inductor precompiles the header of a C++ wrapper's device,
+    ``torch/csrc/inductor/{cpp_wrapper,aoti_include}/<device>.h``, which PyTorch ships for its own devices.
+    foo's wrapper is the CPU's C++ plus calls of C functions (its kernels are the CPU's), and includes foo's
+    header itself: it is compiled with the CPU's. Returns PyTorch's function."""
+    wrapper_header = inductor_codecache._get_cpp_wrapper_header
+
+    def foo_wrapper_header(device, aot_mode=False):
+        return wrapper_header("cpu" if device.split(":")[0] == DEVICE_TYPE else device, aot_mode)
+
+    inductor_codecache._get_cpp_wrapper_header = foo_wrapper_header
+    return wrapper_header
+
+
 class MoveConstructorsToFoo(CustomGraphModulePass):
     """foo's post-grad pass (its device's custom pass): Inductor's own ``move_constructors_to_gpu``, for foo.
     Tensors a graph constructs on the CPU only for the device's use are constructed on the device, and when
@@ -316,7 +410,7 @@ def register():
     """Registers foo's code generators with Inductor (once; the lookup of ``torch.foo.Scheduling`` calls it)."""
     inductor_common.register_device_op_overrides(DEVICE_TYPE, FooDeviceOpOverrides())
     for patch in ("inductor_current_backend", "inductor_is_cpu", "inductor_lowering_is_gpu",
-                  "inductor_device_need_guard"):
+                  "inductor_device_need_guard", "inductor_cpp_wrapper_header"):
         _patches.apply(patch)
     graph_trees.bind()
     inductor_common.register_backend_for_device(DEVICE_TYPE, FooScheduling, FooWrapperCodegen,
