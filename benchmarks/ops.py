@@ -249,6 +249,25 @@ def setup_chain_reduce_overhead():
                                                                    mode="reduce-overhead", calls=3))
 
 
+class Chain20(nn.Module):
+    def forward(self, x):
+        return chain20(x)
+
+
+def setup_chain_aoti():
+    """CPU runs the chain eagerly; foo runs it from an AOTInductor package (exported, compiled, loaded)."""
+    import tempfile
+
+    x, fx = _randn_pair(100)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        package = torch._inductor.aoti_compile_and_package(torch.export.export(Chain20(), (fx,)),
+                                                           package_path=f"{folder}/chain20.pt2")
+        loaded = torch._inductor.aoti_load_package(package)
+    COMPILE_TIMES.append(f"chain on foo, AOTInductor package {time.perf_counter() - start:.1f} s")
+    return dict(x=x, chain20=chain20), dict(x=fx, chain20=loaded)
+
+
 def setup_chain_graph():
     """CPU runs the chain eagerly; foo replays it captured in a graph (no host dispatch per op)."""
     x, fx = _randn_pair(100)
@@ -342,6 +361,9 @@ CASES = [
          "chain20(x)", check_chain_compiled),
     Case("MLP step reduce-overhead (CPU compiled)", 0.6, lambda: setup_mlp_compiled("reduce-overhead", calls=3),
          "mlp_step(model, opt, x, y)", "mlp_step(model, opt, x, y)", check_mlp),
+    # AOTInductor: the chain exported, compiled into a package, loaded and run on foo, against CPU eager.
+    Case("chain of 20 ops, AOTInductor package (CPU eager)", None, setup_chain_aoti, "chain20(x)", "chain20(x)",
+         check_chain_compiled),
     # Graphs: the chain captured once on foo, replayed, against CPU eager.
     Case("chain of 20 ops, graph replay (CPU eager)", 0.5, setup_chain_graph, "chain20(x)", "replay()",
          check_chain_graph),

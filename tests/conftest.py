@@ -15,7 +15,7 @@ def pytest_configure(config):
 
 # Files whose tests mostly start processes (worlds of ranks, torchrun, fresh interpreters), build code or
 # compile graphs: `make test-fast` leaves them out, `make test` runs everything.
-SLOW_FILES = {"test_client_libraries.py", "test_cpp_wrapper.py", "test_distributed.py",
+SLOW_FILES = {"test_aot_inductor.py", "test_client_libraries.py", "test_cpp_wrapper.py", "test_distributed.py",
               "test_distributed_training.py", "test_examples.py", "test_graph_trees.py", "test_host_threads.py",
               "test_inductor.py", "test_inductor_opinfo.py", "test_install.py", "test_lightning.py",
               "test_random_programs.py"}

@@ -525,16 +525,6 @@ def test_cache_of_compiled_graphs_is_keyed_by_foos_code_generator():
     assert saved["codegen_version"] == hashlib.sha256(sources).hexdigest()
 
 
-def test_aot_inductor_is_refused_with_a_clear_error():
-    class Model(torch.nn.Module):
-        def forward(self, x):
-            return x.sin() + 1
-
-    exported = torch.export.export(Model(), (torch.randn(4, device="foo"),))
-    with pytest.raises(Exception, match="AOTInductor is not supported on foo"):
-        torch._inductor.aoti_compile_and_package(exported)
-
-
 @pytest.mark.parametrize("seed_with", ["torch", "device_generator"])
 def test_dynamos_preserve_rng_state_restores_foos_generator(seed_with):
     """What PyTorch runs inside torch._dynamo.utils.preserve_rng_state leaves foo's random numbers as they were,

@@ -39,7 +39,8 @@ if [ $# -eq 0 ]; then
     # What depends on the release: the patch guards, the compile, graph and profiler tests, and of
     # torch.distributed the ways to start a group and the training worlds (DDP, FSDP2, DeviceMesh, DTensor);
     # the collectives' own semantics are fccl's C++ over gloo, tested on the first release.
-    files="tests/test_patches.py tests/test_inductor.py tests/test_cpp_wrapper.py tests/test_graph_trees.py tests/test_graphs.py
+    files="tests/test_patches.py tests/test_inductor.py tests/test_cpp_wrapper.py tests/test_aot_inductor.py
+           tests/test_graph_trees.py tests/test_graphs.py
            tests/test_distributed_training.py tests/test_profiler.py"
     guards=$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$venv/bin/python" -c "
 import sys

@@ -6,7 +6,10 @@
 #include <c10/core/StreamGuard.h>
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiled/CompiledKernel.h"
@@ -16,6 +19,36 @@ namespace {
 
 foo::CompiledKernel* kernelOf(FooKernelHandle handle) {
   return reinterpret_cast<foo::CompiledKernel*>(handle);
+}
+
+// The foo copies of AOTInductor models' host constants, by constant and device; an entry goes with its constant.
+struct DeviceConstant {
+  c10::weak_intrusive_ptr<c10::TensorImpl> host;
+  at::Tensor device;
+};
+using DeviceConstants = std::map<std::pair<const c10::TensorImpl*, c10::DeviceIndex>, DeviceConstant>;
+std::mutex device_constants_mutex;
+// Never destroyed: the device memory of copies still cached at exit is not given back to a runtime already gone.
+DeviceConstants& device_constants = *new DeviceConstants();
+
+at::Tensor deviceConstant(const at::Tensor& constant, c10::DeviceIndex index) {
+  if (constant.device() == foo::fooDevice(index)) return constant;
+  TORCH_CHECK(constant.device().is_cpu(), "foo: an AOTInductor model on foo:", static_cast<int>(index),
+              " was given a constant on ", constant.device());
+  const std::pair<const c10::TensorImpl*, c10::DeviceIndex> key(constant.unsafeGetTensorImpl(), index);
+  std::lock_guard<std::mutex> lock(device_constants_mutex);
+  auto it = device_constants.find(key);
+  if (it != device_constants.end() && !it->second.host.expired() &&
+      it->second.host.lock().get() == constant.unsafeGetTensorImpl()) {
+    return it->second.device;
+  }
+  for (auto entry = device_constants.begin(); entry != device_constants.end();) {
+    entry = entry->second.host.expired() ? device_constants.erase(entry) : std::next(entry);
+  }
+  at::Tensor copy = constant.to(foo::fooDevice(index), /*non_blocking=*/false, /*copy=*/true);
+  device_constants.insert_or_assign(
+      key, DeviceConstant{c10::weak_intrusive_ptr<c10::TensorImpl>(constant.getIntrusivePtr()), copy});
+  return copy;
 }
 
 struct StreamGuard {
@@ -72,4 +105,13 @@ AOTITorchError foo_aoti_create_stream_guard(void* stream, int32_t device_index, 
 
 AOTITorchError foo_aoti_delete_stream_guard(FooStreamGuardHandle guard) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({ delete reinterpret_cast<StreamGuard*>(guard); });
+}
+
+AOTITorchError foo_aoti_device_constant(AtenTensorHandle constant, int32_t device_index,
+                                        AtenTensorHandle* ret_constant) {
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
+    const c10::DeviceIndex index = device_index < 0 ? foo::currentDevice() : static_cast<c10::DeviceIndex>(device_index);
+    *ret_constant = torch::aot_inductor::new_tensor_handle(
+        deviceConstant(*torch::aot_inductor::tensor_handle_to_tensor_pointer(constant), index));
+  });
 }

@@ -10,8 +10,9 @@ graph's kernels together (``_KernelBatch``); the graph's Python wrapper calls a
 device with their device addresses translated to the kernel mapping (the host never touches device memory)
 and returns at once. Buffers are allocated on the graph's device (the
 wrapper enters ``torch.foo.device(i)`` as it enters ``torch.cuda._DeviceGuard(i)`` for CUDA); extern
-kernels and ATen fallbacks are ordinary foo operator calls, on the same stream. Under ``cpp_wrapper`` the
-wrapper is C++ (``FooCppWrapperCodegen``) and makes the same launches through foo's C functions.
+kernels and ATen fallbacks are ordinary foo operator calls, on the same stream. Under ``cpp_wrapper``, and in
+AOTInductor's models, the wrapper is C++ (``FooCppWrapperCodegen``) and makes the same launches through foo's C
+functions.
 """
 import ctypes
 import functools
@@ -29,6 +30,7 @@ from torch._inductor.codecache import CppCodeCache, LambdaFuture
 from torch._inductor.codegen import common as inductor_common
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.utils import IndentedBuffer
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._inductor.fx_passes.post_grad import ConstructorMoverPass
@@ -46,6 +48,11 @@ __all__ = ["FooScheduling", "FooWrapperCodegen", "FooCppWrapperCodegen", "MoveCo
 # path of Inductor's compiler).
 _AOTI_HEADER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include", "foo_backend",
                             "aoti.h")
+# The version of foo's C functions an AOTInductor model is compiled for (include/foo_backend/aoti.h).
+_ABI_VERSION = "FOO_AOTI_ABI_VERSION"
+# The device name an AOTInductor model's constructor gives its base class (PyTorch 2.13, 2.14).
+_MODEL_BASE_DEVICE = re.compile(r"(: AOTInductorModelBase\([^)]*?)\bdevice_str\b")
+_CONSTANT_ON_FOO = re.compile(r"(constants_info_\[\d+\]\.device_type = )cached_torch_device_type_privateuse1;")
 # The C++ type of each kernel parameter as it reads its slot of the packed argument array.
 _POINTER_SLOT = "({type})(uintptr_t)args[{index}]"
 _VALUE_SLOT = "*(const {base}*)&args[{index}]"
@@ -237,9 +244,6 @@ class FooCppWrapperCodegen(CppWrapperCpu):
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        if V.graph.aot_mode:
-            raise RuntimeError("AOTInductor is not supported on foo yet: compile with torch.compile "
-                               "(cpp_wrapper included)")
         return FooCppWrapperCodegen()
 
     def add_device_include(self, device):
@@ -251,6 +255,35 @@ class FooCppWrapperCodegen(CppWrapperCpu):
         self.header.splice_jit("#include <torch/csrc/inductor/cpp_wrapper/common.h>")
         self.header.splice_aot("#include <torch/csrc/inductor/aoti_include/common.h>")
         self.header.splice(f'#include "{_AOTI_HEADER}"')
+        # What foo's model runner checks before it runs any of the model's code.
+        self.header.splice_aot('extern "C" AOTI_TORCH_EXPORT int64_t foo_aoti_model_abi_version() '
+                               f"{{ return {_ABI_VERSION}; }}")
+
+    def codegen_model_constructor(self):
+        # An AOTInductor model's base class parses the names of PyTorch's devices only: foo's model gives it
+        # "cpu[:i]" for "foo[:i]" and then sets its device type. Its constants are declared CPU tensors, which
+        # the base class loads into host memory (it would for foo too, its default for a device it does not
+        # know); the run uses their copies on foo (_write_constants_unpacking).
+        with self._target_buf("prefix", IndentedBuffer()):
+            super().codegen_model_constructor()
+            constructor = self.prefix.getvalue()
+        code, replaced = _MODEL_BASE_DEVICE.subn(r"\1foo_aoti_model_base_device(device_str)", constructor, count=1)
+        code, constants = _CONSTANT_ON_FOO.subn(r"\1cached_torch_device_type_cpu;", code)
+        if constants:
+            self.used_cached_devices.add("cpu")
+        if not replaced:
+            raise RuntimeError(f"foo: this torch ({torch.__version__}) writes AOTInductor's model constructor in a "
+                               "way foo_backend.compiler does not know")
+        body = code.index("{", code.index("AOTInductorModelBase(")) + 1
+        code = code[:body] + "\n    device_type_ = aoti_torch_device_type_privateuse1();" + code[body:]
+        self.prefix.writelines(code.splitlines())
+
+    def _write_constants_unpacking(self):
+        if not V.graph.aot_mode:
+            return super()._write_constants_unpacking()
+        for index, name in enumerate(V.graph.constants.keys()):
+            self.prefix.writeline(f"[[maybe_unused]] auto {name} = foo_aoti_constant(constants_->at({index}), "
+                                  "this->device_idx_);")
 
     def codegen_device(self, device):
         if device.type != DEVICE_TYPE:

@@ -17,6 +17,10 @@
 
 #include <cstdint>
 
+// The version of these C functions and of what generated code does with them: an AOTInductor model exports the
+// version it was compiled with (foo_aoti_model_abi_version), and foo refuses to load another.
+#define FOO_AOTI_ABI_VERSION 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -46,6 +50,12 @@ struct FooKernelArgument {
 AOTI_TORCH_EXPORT AOTITorchError foo_aoti_launch_kernel(FooKernelHandle kernel, const FooKernelArgument* arguments,
                                                         int64_t count);
 
+// A constant of an AOTInductor model, on foo device `device_index`: the constant itself if it is there (weights the
+// caller gave), else its copy there, made once. The AOTI runtime loads the constants packaged in a model's library
+// into host memory for any device but CUDA, XPU and MPS: a foo model declares them CPU tensors and runs on these.
+AOTI_TORCH_EXPORT AOTITorchError foo_aoti_device_constant(AtenTensorHandle constant, int32_t device_index,
+                                                          AtenTensorHandle* ret_constant);
+
 struct FooStreamGuardOpaque;
 using FooStreamGuardHandle = FooStreamGuardOpaque*;
 
@@ -62,6 +72,20 @@ AOTI_TORCH_EXPORT AOTITorchError foo_aoti_delete_stream_guard(FooStreamGuardHand
 #include <torch/csrc/inductor/aoti_runtime/utils.h>
 
 #include <memory>
+#include <string>
+
+// What generated code holds for a constant during a run (`auto w = foo_aoti_constant(constants_->at(0), ...)`).
+inline torch::aot_inductor::RAIIAtenTensorHandle foo_aoti_constant(AtenTensorHandle constant, int32_t device_index) {
+  AtenTensorHandle on_device = nullptr;
+  AOTI_TORCH_ERROR_CODE_CHECK(foo_aoti_device_constant(constant, device_index, &on_device));
+  return torch::aot_inductor::RAIIAtenTensorHandle(on_device);
+}
+
+// The device name an AOTInductor model gives its base class, which parses the names of PyTorch's devices only:
+// "cpu[:i]" for "foo[:i]" (the model then sets its device type to foo's).
+inline std::string foo_aoti_model_base_device(const std::string& device) {
+  return device.rfind("foo", 0) == 0 ? "cpu" + device.substr(3) : device;
+}
 
 // The stream guard generated code declares (`FooAotiStreamGuard stream_guard(stream, this->device_idx_);`).
 class FooAotiStreamGuard {
