@@ -3,7 +3,7 @@ PYTHON ?= python
 
 # Reinstall only when the build inputs change: an editable install recompiles every translation unit.
 BUILD_INPUTS := setup.py requirements.txt requirements-dev.txt $(wildcard csrc/*/*.cpp csrc/*/*.h) \
-	tools/generate_aoti_shim.py foo_backend/include/foo_backend/aoti.h
+	tools/generate_aoti_shim.py $(wildcard foo_backend/include/foo_backend/*.h)
 # The torch release to build against (foo_backend/_releases.py lists the supported ones): the installed torch
 # when foo supports it, else 2.13.0; `make test TORCH=2.14.1` chooses (README: "Choosing a torch release").
 RELEASES := runpy.run_path('foo_backend/_releases.py')

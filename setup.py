@@ -31,29 +31,55 @@ SHIM_SOURCE = os.path.join("build", "generated", "AotiShim.cpp")
 subprocess.run([sys.executable, os.path.join(ROOT, "tools", "generate_aoti_shim.py"),
                 os.path.join(INCLUDE, "foo_backend", "aoti_shim.h"), os.path.join(ROOT, SHIM_SOURCE)], check=True)
 
-sources = sorted(glob.glob("csrc/*/*.cpp")) + [SHIM_SOURCE]
+# Two libraries: foo's device (everything but the Python bindings: usable from a C++ program without Python,
+# e.g. one that loads an AOTInductor package) and the Python extension over it (csrc/bindings/).
+BINDINGS = sorted(glob.glob("csrc/bindings/*.cpp"))
+DEVICE_SOURCES = [s for s in sorted(glob.glob("csrc/*/*.cpp")) if s not in BINDINGS] + [SHIM_SOURCE]
+DEVICE_LIBRARY = "foo_backend.lib.libfoo_backend"
 # Python's own flags ask for debug information, which doubles the compile time of the template-heavy
 # units (ATen's dispatcher, pybind11): off unless FOO_DEBUG_INFO=1.
 DEBUG_INFO = "-g" if os.environ.get("FOO_DEBUG_INFO") == "1" else "-g0"
 # PyTorch's profiler header for a PrivateUse1 device's tracer includes Kineto's headers by bare name.
 KINETO_INCLUDE = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
+INCLUDE_DIRS = [os.path.join(ROOT, "csrc"), INCLUDE, KINETO_INCLUDE]
+COMPILE_ARGS = ["-O2", f"-std={CXX_STANDARD}", DEBUG_INFO]
+
+# foo's device library: a plain shared library (no Python, every symbol resolved at link time); its C++ API is
+# the bindings', its C functions generated code's.
+device_library = CppExtension(DEVICE_LIBRARY, DEVICE_SOURCES, include_dirs=INCLUDE_DIRS,
+                              extra_compile_args=COMPILE_ARGS + ["-fvisibility-inlines-hidden"],
+                              extra_link_args=["-Wl,-z,defs", "-Wl,-soname,libfoo_backend.so"])
+device_library.libraries.remove("torch_python")
+bindings = CppExtension("foo_backend._C", BINDINGS, include_dirs=INCLUDE_DIRS, libraries=["foo_backend"],
+                        extra_compile_args=COMPILE_ARGS + ["-fvisibility=hidden"],
+                        extra_link_args=["-Wl,-rpath,$ORIGIN/lib"])
+os.makedirs(os.path.join(ROOT, "foo_backend", "lib"), exist_ok=True)  # where an in-place build puts the library
+
+
+class BuildFooBackend(BuildExtension.with_options(use_ninja=True)):
+    """Builds the device library as lib/libfoo_backend.so (a library's name, not a Python module's), then the
+    extension, linked to it."""
+
+    def get_ext_filename(self, fullname):  # asked with the module's full name, or its last part
+        if DEVICE_LIBRARY.endswith(fullname):
+            return os.path.join(*fullname.split(".")) + ".so"
+        return super().get_ext_filename(fullname)
+
+    def build_extension(self, ext):
+        if ext is bindings:
+            ext.library_dirs = ext.library_dirs + [os.path.dirname(self.get_ext_fullpath(DEVICE_LIBRARY))]
+        super().build_extension(ext)
+
 
 setup(
     name="foo_backend",
     version="0.1.0",
     description="A simulated out-of-tree PyTorch accelerator ('foo') on the PrivateUse1 dispatch key",
     packages=find_packages(include=["foo_backend", "foo_backend.*"]),
-    # The header generated C++ code includes (foo's C functions and its shim).
+    # The headers of foo's C functions: for the C++ Inductor generates, and for C++ programs (foo.h).
     package_data={"foo_backend": ["include/foo_backend/*.h"]},
-    ext_modules=[
-        CppExtension(
-            "foo_backend._C",
-            sources,
-            include_dirs=[os.path.join(ROOT, "csrc"), INCLUDE, KINETO_INCLUDE],
-            extra_compile_args=["-O2", f"-std={CXX_STANDARD}", "-fvisibility=hidden", DEBUG_INFO],
-        )
-    ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    ext_modules=[device_library, bindings],
+    cmdclass={"build_ext": BuildFooBackend},
     entry_points={"torch.backends": ["foo = foo_backend._autoload:register"]},
     python_requires=">=3.10",
     install_requires=[RELEASES["TORCH_REQUIREMENT"]],

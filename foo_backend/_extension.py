@@ -27,6 +27,8 @@ def load():
     except ImportError as e:
         raise ImportError(f"foo_backend._C failed to load against torch {torch.__version__} ({e}). {_REBUILD}") from e
     # C++ code Inductor generates for foo (cpp_wrapper, AOTInductor models) calls foo's C functions
-    # (include/foo_backend/aoti.h) by name: Python loaded the extension with its symbols private to it.
-    ctypes.CDLL(extension.__file__, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    # (include/foo_backend/aoti.h) by name: Python loaded the device library with the extension, its symbols
+    # private to them.
+    ctypes.CDLL(os.path.join(os.path.dirname(extension.__file__), "lib", "libfoo_backend.so"),
+                mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
     return extension

@@ -168,3 +168,20 @@ def test_packages_compiled_for_another_device_or_another_foo_are_refused(tmp_pat
     older = compile_package(Tiny(), x, tmp_path / "other_foo.pt2")
     with pytest.raises(RuntimeError, match="compile the model again with this foo_backend"):
         torch._inductor.aoti_load_package(older)
+
+
+def test_a_cpp_program_runs_a_package_on_foo_without_python(mlp, tmp_path):
+    """examples/aoti_cpp: PyTorch's C++ package loader and foo's device library, no Python in the process."""
+    import runpy
+
+    model, path = mlp
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "aoti_cpp")
+    program = runpy.run_path(os.path.join(example, "build.py"))["build"](str(tmp_path / "run_package"))
+    assert "libpython" not in subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
+    rows, columns = 7, 8  # a batch size the package was not traced with
+    result = subprocess.run([program, path, str(rows), str(columns), "1"], capture_output=True, text=True,
+                            timeout=300, check=True)
+    words = result.stdout.split()
+    assert words[:3] == ["foo:1", str(rows), "4"]
+    expected = model(torch.arange(rows * columns, dtype=torch.float).sin().reshape(rows, columns))
+    torch.testing.assert_close(torch.tensor([float(v) for v in words[3:]]).reshape(rows, 4), expected)

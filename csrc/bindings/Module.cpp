@@ -11,6 +11,8 @@
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
 
+#include <foo_backend/foo.h>
+
 #include "bindings/MemorySnapshot.h"
 #include "compiled/CompiledKernel.h"
 #include "device/CachingAllocator.h"
@@ -23,7 +25,6 @@
 #include "execution/Fallback.h"
 #include "execution/QueuedLaunch.h"
 #include "graphs/FooGraph.h"
-#include "profiler/Profiler.h"
 
 #include <chrono>
 #include <future>
@@ -128,9 +129,7 @@ void recordMemoryHistory(const std::optional<std::string>& enabled, const std::o
 PYBIND11_MODULE(_C, m) {
   using namespace foo;
   m.doc() = "foo_backend native extension: the simulated foo runtime and its PyTorch integration";
-  routeCompositeOperatorsToCpuKernels();
-  registerProfiler();
-  registerProfilerEventStubs();
+  foo_backend_init();
 
   m.def("_init", [] {
     FOO_CHECK(fooInit());
