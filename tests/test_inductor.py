@@ -40,7 +40,7 @@ def to_foo(value, device="foo"):
 
 
 def outputs(result):
-    return list(result) if isinstance(result, (tuple, list)) else [result]
+    return torch.utils._pytree.tree_leaves(result)
 
 
 def check_compiled(fn, *args, device="foo", **compile_options):

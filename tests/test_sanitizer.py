@@ -302,10 +302,11 @@ def test_a_custom_operator_on_a_side_stream(sanitizer, ordered):
     torch.testing.assert_close(y.cpu(), cpu)
 
 
+@pytest.mark.parametrize("cpp_wrapper", [False, True])
 @pytest.mark.parametrize("ordered", [False, True])
-def test_a_compiled_kernel_on_a_side_stream(sanitizer, ordered):
+def test_a_compiled_kernel_on_a_side_stream(sanitizer, ordered, cpp_wrapper):
     torch._dynamo.reset()
-    compiled = torch.compile(lambda t: t * 2 + 1)
+    compiled = torch.compile(lambda t: t * 2 + 1, options={"cpp_wrapper": cpp_wrapper})
     x = torch.arange(N, dtype=torch.float32, device="foo")
     compiled(x)  # compiled, ordered
     side = torch.foo.Stream()

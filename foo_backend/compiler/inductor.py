@@ -254,7 +254,9 @@ class FooCppWrapperCodegen(CppWrapperCpu):
         self.included_devices.add(device)
         self.header.splice_jit("#include <torch/csrc/inductor/cpp_wrapper/common.h>")
         self.header.splice_aot("#include <torch/csrc/inductor/aoti_include/common.h>")
-        self.header.splice(f'#include "{_AOTI_HEADER}"')
+        # The header's version in the source, which keys Inductor's cache of compiled libraries: a library built
+        # against another version of the header is never loaded.
+        self.header.splice(f'#include "{_AOTI_HEADER}"  // foo_backend {config.codegen_version}')
         # What foo's model runner checks before it runs any of the model's code.
         self.header.splice_aot('extern "C" AOTI_TORCH_EXPORT int64_t foo_aoti_model_abi_version() '
                                f"{{ return {_ABI_VERSION}; }}")

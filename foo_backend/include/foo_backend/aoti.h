@@ -72,7 +72,16 @@ AOTI_TORCH_EXPORT AOTITorchError foo_aoti_delete_stream_guard(FooStreamGuardHand
 #include <torch/csrc/inductor/aoti_runtime/utils.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+
+// PyTorch's AOTI_TORCH_ERROR_CODE_CHECK says only which call failed. In the code generated for foo, which includes
+// this header after PyTorch's, a failed call raises the error the call stored: what the operator raises eagerly.
+#undef AOTI_TORCH_ERROR_CODE_CHECK
+#define AOTI_TORCH_ERROR_CODE_CHECK(call)                                       \
+  if ((call) != AOTI_TORCH_SUCCESS) {                                           \
+    throw std::runtime_error(torch_exception_get_what_without_backtrace()); \
+  }
 
 // What generated code holds for a constant during a run (`auto w = foo_aoti_constant(constants_->at(0), ...)`).
 inline torch::aot_inductor::RAIIAtenTensorHandle foo_aoti_constant(AtenTensorHandle constant, int32_t device_index) {
