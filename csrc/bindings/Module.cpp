@@ -41,6 +41,33 @@ TORCH_API void installCapturedTracebackPython();
 namespace foo {
 namespace {
 
+// The holder of a Python object over a c10d backend: the last reference ends the backend's gloo groups, whose
+// destructors join gloo's worker threads, and a worker finishing a work may need the GIL to free its tensors.
+// So the reference is dropped without the GIL, as PyTorch's own c10d bindings drop theirs.
+template <typename T>
+class ReleasesGilWhenLast {
+ public:
+  ReleasesGilWhenLast() = default;
+  ReleasesGilWhenLast(c10::intrusive_ptr<T> object) : object_(std::move(object)) {}  // NOLINT: pybind11 converts
+  explicit ReleasesGilWhenLast(T* object) : object_(c10::intrusive_ptr<T>::unsafe_steal_from_new(object)) {}
+  ReleasesGilWhenLast(const ReleasesGilWhenLast&) = default;
+  ReleasesGilWhenLast(ReleasesGilWhenLast&&) noexcept = default;
+  ReleasesGilWhenLast& operator=(const ReleasesGilWhenLast&) = default;
+  ReleasesGilWhenLast& operator=(ReleasesGilWhenLast&&) noexcept = default;
+  ~ReleasesGilWhenLast() {
+    if (object_ && PyGILState_Check()) {
+      pybind11::gil_scoped_release no_gil;
+      object_.reset();
+    }
+  }
+  T* get() const noexcept { return object_.get(); }
+  T& operator*() const noexcept { return *object_; }
+  T* operator->() const noexcept { return object_.get(); }
+
+ private:
+  c10::intrusive_ptr<T> object_;
+};
+
 c10::DeviceIndex checkedIndex(int device) {
   checkDeviceIndex(static_cast<c10::DeviceIndex>(device));
   return static_cast<c10::DeviceIndex>(device);
@@ -125,6 +152,8 @@ void recordMemoryHistory(const std::optional<std::string>& enabled, const std::o
 
 }  // namespace
 }  // namespace foo
+
+PYBIND11_DECLARE_HOLDER_TYPE(T, foo::ReleasesGilWhenLast<T>, true);
 
 PYBIND11_MODULE(_C, m) {
   using namespace foo;
@@ -344,7 +373,7 @@ PYBIND11_MODULE(_C, m) {
     return pybind11::reinterpret_steal<pybind11::object>(THPGenerator_initDefaultGenerator(defaultGenerator(checkedIndex(device))));
   });
   // The c10d backend for foo ("fccl"); foo_backend.distributed creates it around two gloo groups.
-  pybind11::class_<ProcessGroupFoo, c10d::Backend, c10::intrusive_ptr<ProcessGroupFoo>>(m, "ProcessGroupFoo")
+  pybind11::class_<ProcessGroupFoo, c10d::Backend, ReleasesGilWhenLast<ProcessGroupFoo>>(m, "ProcessGroupFoo")
       .def(pybind11::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<c10d::Backend>, int, int,
                           std::chrono::milliseconds>(),
            pybind11::arg("device_gloo"), pybind11::arg("host_gloo"), pybind11::arg("rank"), pybind11::arg("size"),
