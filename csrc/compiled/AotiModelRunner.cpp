@@ -22,17 +22,17 @@ namespace foo {
 namespace {
 
 // "foo" or "foo:i": the model's device, its index resolved now.
-std::string resolvedDevice(const std::string& device_str) {
+c10::Device resolvedDevice(const std::string& device_str) {
   c10::Device device(device_str);
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "foo: an AOTInductor package for ", device_str,
               " is not foo's");
   const c10::DeviceIndex index = device.has_index() ? device.index() : currentDevice();
   checkDeviceIndex(index);
-  return fooDevice(index).str();
+  return fooDevice(index);
 }
 
 // The model's library, refused before any of its code runs unless it was compiled for foo's C functions as they
-// are (foo_aoti.h's FOO_AOTI_ABI_VERSION, which the generated code exports).
+// are (aoti.h's FOO_AOTI_ABI_VERSION, which the generated code exports).
 const std::string& checkedModel(const std::string& path) {
   at::DynamicLibrary model(path.c_str(), nullptr, /*leak_handle=*/false);
   void* symbol = nullptr;
@@ -50,12 +50,12 @@ const std::string& checkedModel(const std::string& path) {
 
 class FooModelContainerRunner : public torch::inductor::AOTIModelContainerRunner {
  public:
-  FooModelContainerRunner(const std::string& model_so_path, size_t num_models, const std::string& device_str,
+  FooModelContainerRunner(const std::string& model_so_path, size_t num_models, const c10::Device& device,
                           const std::string& cubin_dir, bool run_single_threaded)
-      : AOTIModelContainerRunner(checkedModel(model_so_path), num_models, resolvedDevice(device_str), cubin_dir,
+      : AOTIModelContainerRunner(checkedModel(model_so_path), num_models, device.str(), cubin_dir,
                                  run_single_threaded) {
     // The model's constants go to its device now, not at its first run.
-    const c10::DeviceIndex index = c10::Device(resolvedDevice(device_str)).index();
+    const c10::DeviceIndex index = device.index();
     for (const auto& [fqn, constant] : extract_constants_map(/*use_inactive=*/false)) {
       AtenTensorHandle on_device = nullptr;
       AOTI_TORCH_ERROR_CODE_CHECK(foo_aoti_device_constant(
@@ -71,7 +71,7 @@ std::unique_ptr<torch::inductor::AOTIModelContainerRunner> createRunner(const st
                                                                         const std::string& device_str,
                                                                         const std::string& cubin_dir,
                                                                         const bool run_single_threaded) {
-  return std::make_unique<FooModelContainerRunner>(model_so_path, num_models, device_str, cubin_dir,
+  return std::make_unique<FooModelContainerRunner>(model_so_path, num_models, resolvedDevice(device_str), cubin_dir,
                                                    run_single_threaded);
 }
 

@@ -37,11 +37,9 @@ at::Tensor deviceConstant(const at::Tensor& constant, c10::DeviceIndex index) {
               " was given a constant on ", constant.device());
   const std::pair<const c10::TensorImpl*, c10::DeviceIndex> key(constant.unsafeGetTensorImpl(), index);
   std::lock_guard<std::mutex> lock(device_constants_mutex);
+  // An entry whose constant is alive is this constant's: no other tensor can have its address meanwhile.
   auto it = device_constants.find(key);
-  if (it != device_constants.end() && !it->second.host.expired() &&
-      it->second.host.lock().get() == constant.unsafeGetTensorImpl()) {
-    return it->second.device;
-  }
+  if (it != device_constants.end() && !it->second.host.expired()) return it->second.device;
   for (auto entry = device_constants.begin(); entry != device_constants.end();) {
     entry = entry->second.host.expired() ? device_constants.erase(entry) : std::next(entry);
   }
@@ -49,6 +47,11 @@ at::Tensor deviceConstant(const at::Tensor& constant, c10::DeviceIndex index) {
   device_constants.insert_or_assign(
       key, DeviceConstant{c10::weak_intrusive_ptr<c10::TensorImpl>(constant.getIntrusivePtr()), copy});
   return copy;
+}
+
+// A device index of foo's C functions: -1 is the current device.
+c10::DeviceIndex deviceIndexOrCurrent(int32_t device_index) {
+  return device_index < 0 ? foo::currentDevice() : static_cast<c10::DeviceIndex>(device_index);
 }
 
 struct StreamGuard {
@@ -93,7 +96,7 @@ AOTITorchError foo_aoti_launch_kernel(FooKernelHandle kernel, const FooKernelArg
 
 AOTITorchError foo_aoti_create_stream_guard(void* stream, int32_t device_index, FooStreamGuardHandle* ret_guard) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
-    const c10::DeviceIndex index = device_index < 0 ? foo::currentDevice() : static_cast<c10::DeviceIndex>(device_index);
+    const c10::DeviceIndex index = deviceIndexOrCurrent(device_index);
     auto* guard = new StreamGuard{c10::DeviceGuard(foo::fooDevice(index)), c10::OptionalStreamGuard()};
     if (stream != nullptr) {
       guard->stream.reset_stream(c10::Stream::unpack3(static_cast<c10::StreamId>(reinterpret_cast<intptr_t>(stream)),
@@ -110,7 +113,7 @@ AOTITorchError foo_aoti_delete_stream_guard(FooStreamGuardHandle guard) {
 AOTITorchError foo_aoti_device_constant(AtenTensorHandle constant, int32_t device_index,
                                         AtenTensorHandle* ret_constant) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
-    const c10::DeviceIndex index = device_index < 0 ? foo::currentDevice() : static_cast<c10::DeviceIndex>(device_index);
+    const c10::DeviceIndex index = deviceIndexOrCurrent(device_index);
     *ret_constant = torch::aot_inductor::new_tensor_handle(
         deviceConstant(*torch::aot_inductor::tensor_handle_to_tensor_pointer(constant), index));
   });

@@ -270,12 +270,12 @@ class FooCppWrapperCodegen(CppWrapperCpu):
             super().codegen_model_constructor()
             constructor = self.prefix.getvalue()
         code, replaced = _MODEL_BASE_DEVICE.subn(r"\1foo_aoti_model_base_device(device_str)", constructor, count=1)
-        code, constants = _CONSTANT_ON_FOO.subn(r"\1cached_torch_device_type_cpu;", code)
-        if constants:
-            self.used_cached_devices.add("cpu")
         if not replaced:
             raise RuntimeError(f"foo: this torch ({torch.__version__}) writes AOTInductor's model constructor in a "
                                "way foo_backend.compiler does not know")
+        code, constants = _CONSTANT_ON_FOO.subn(r"\1cached_torch_device_type_cpu;", code)
+        if constants:
+            self.used_cached_devices.add("cpu")
         body = code.index("{", code.index("AOTInductorModelBase(")) + 1
         code = code[:body] + "\n    device_type_ = aoti_torch_device_type_privateuse1();" + code[body:]
         self.prefix.writelines(code.splitlines())
