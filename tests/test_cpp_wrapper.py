@@ -66,6 +66,16 @@ def test_operators_left_to_aten():
                    torch.randn(16, 33), torch.tensor([3, 1, 5]))
 
 
+def test_a_method_only_operator_left_to_aten():
+    # Complex addition views its operands as real numbers: Tensor.view(dtype), a method with no at:: function,
+    # which foo's shim calls through its dispatcher entry.
+    a, b = torch.randn(8, 6, dtype=torch.complex64), torch.randn(8, 6, dtype=torch.complex64)
+    with inductor_config.patch(fx_graph_cache=False):
+        result, (code,) = run_and_get_code(torch.compile(lambda x, y: x + y * 2), a.foo(), b.foo())
+    assert "aoti_torch_foo_view_dtype(" in code
+    torch.testing.assert_close(result.cpu(), a + b * 2)
+
+
 def test_value_dependent_shapes_and_scalars():
     x = torch.randn(16, 5)
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True):

@@ -11,8 +11,10 @@ installed torch, so the shim has exactly the functions and signatures that torch
 """
 import os
 import sys
+from unittest import mock
 
 import torchgen
+import torchgen.gen_aoti_c_shim
 from torchgen.aoti.fallback_ops import inductor_fallback_ops
 from torchgen.gen import get_grouped_native_functions, parse_native_yaml
 from torchgen.gen_aoti_c_shim import gen_aoti_c_shim, get_fallback_op_name
@@ -20,6 +22,18 @@ from torchgen.model import NativeFunctionsGroup, Variant
 
 # The device name torchgen gives its generic shim, and foo's.
 GENERIC, FOO = "aoti_torch_aten_", "aoti_torch_foo_"
+_function_call = torchgen.gen_aoti_c_shim.gen_static_dispatch_backend_call
+
+
+def backend_call(function, backend_index=None):
+    """What a shim function calls: torchgen's ``at::`` function, or for a method-only operator (``Tensor.set_``,
+    ``Tensor.view(dtype)``: seven of 2.13's list, which have no ``at::`` function) the operator's dispatcher entry
+    ``at::_ops::<op>::call``, whose arguments are the schema's, in the order torchgen's shim passes them (none of
+    these operators is an out= one, whose shim puts the outputs first)."""
+    if Variant.function in function.variants:
+        return _function_call(function, backend_index)
+    assert not function.func.is_out_fn(), f"a method-only out= operator: {function.func.name}"
+    return f"at::_ops::{function.func.name.unambiguous_name()}::call"
 
 
 def generate():
@@ -28,9 +42,7 @@ def generate():
     fallbacks = {}
     for function in parsed.native_functions:
         name = get_fallback_op_name(function)
-        # A method-only operator (``Tensor.set_``, ``Tensor.view(dtype)``: seven of 2.13's list) has no ``at::``
-        # function to call: CPU's shim calls CPU's kernel directly, foo's has none of these.
-        if name in inductor_fallback_ops and Variant.function in function.variants:
+        if name in inductor_fallback_ops:
             fallbacks[name] = function
     functions = tuple(function for _, function in sorted(fallbacks.items()))
     # Structured operators' out= variants are called through their group (as gen_aoti_c_shim_files does).
@@ -43,8 +55,9 @@ def generate():
                     break
 
     def shim(header, includes=""):
-        text = gen_aoti_c_shim(functions, inductor_fallback_ops, groups, None, parsed.backend_indices,
-                               header=header, extend_aoti_c_shim=False, includes=includes)
+        with mock.patch.object(torchgen.gen_aoti_c_shim, "gen_static_dispatch_backend_call", backend_call):
+            text = gen_aoti_c_shim(functions, inductor_fallback_ops, groups, None, parsed.backend_indices,
+                                   header=header, extend_aoti_c_shim=False, includes=includes)
         assert GENERIC in text, "torchgen's generic shim changed its function names"
         return text.replace(GENERIC, FOO)
 
