@@ -76,6 +76,16 @@ def test_a_method_only_operator_left_to_aten():
     torch.testing.assert_close(result.cpu(), a + b * 2)
 
 
+def test_an_operator_error_in_a_graphs_first_call_keeps_its_message():
+    # AOTAutograd runs a graph's first call under a Python dispatch mode; the shim's operator runs below it, so
+    # the error is the operator's own (a mode's Python error would reach the shim without its message).
+    a, b = torch.randn(2, 3).foo(), torch.arange(9).view(3, 3).foo()
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
+        torch.compile(torch.mm)(a, b)
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
+        torch.mm(a, b)
+
+
 def test_value_dependent_shapes_and_scalars():
     x = torch.randn(16, 5)
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True):

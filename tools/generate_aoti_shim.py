@@ -65,7 +65,26 @@ def generate():
     includes = "".join(sorted({f"#include <ATen/ops/{function.root_name}.h>\n" for function in functions}))
     source = shim(False, includes).replace("<torch/csrc/inductor/aoti_torch/generated/c_shim_aten.h>",
                                            "<foo_backend/aoti_shim.h>")
-    return shim(True), "#define AT_PER_OPERATOR_HEADERS\n" + source, len(functions)
+    assert source.count(CALL_BLOCK) >= len(functions), "torchgen's shim changed the form of its functions"
+    source = source.replace(CALL_BLOCK, CALL_BLOCK + "\n        const BelowPythonDispatch below_python_dispatch;")
+    return shim(True), SOURCE_PREAMBLE + source, len(functions)
+
+
+# Each shim function's body, in which it calls the operator.
+CALL_BLOCK = "AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({"
+SOURCE_PREAMBLE = """#define AT_PER_OPERATOR_HEADERS
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+namespace {
+// A shim function runs the operator's foo kernel below Python's dispatch modes, as CUDA's and CPU's shims, which
+// call their kernels directly, do. A mode's Python error would reach the shim without its message (AOTAutograd
+// runs a compiled graph's first call under a mode of its own).
+struct BelowPythonDispatch {
+  c10::impl::ExcludeDispatchKeyGuard guard{
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot})};
+};
+}  // namespace
+"""
 
 
 def write_if_changed(path, text):
