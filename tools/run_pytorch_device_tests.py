@@ -36,10 +36,11 @@ for foo (the device's name only) and runs it; every test that fails on foo needs
 Each run writes every test's outcome as it ends (``tools/pytest_outcome_log.py``) to a report in ``--out``: a
 test that kills its process fails, and the run goes on without it; ``--reuse-reports`` reads the reports again,
 or finishes a stopped run's. Prints one line of counts per file and the foo-only failures without a reason, and
-exits non-zero if there are any, or if a listed expected failure now passes (the list must stay true). Slow: the files run twice, once per
-device (about 80 minutes on two cores for the first eight files; test_modules, test_optim and test_foreach
-take about 40, 10 and 55 minutes more of CPU time; the Inductor template 50, graph trees 12); it is not part of
-``make test``.
+exits non-zero if there are any, or if a listed expected failure now passes (the list must stay true). Slow: the
+files run twice, once per device (about 80 minutes on two cores for the first eight files; test_modules,
+test_optim and test_foreach take about 40, 10 and 55 minutes more of CPU time; the Inductor template 50, graph
+trees 12; foo's classes of the Inductor template with the C++ wrapper and of the AOTInductor template about 60
+and 30: a C++ library is compiled per graph); it is not part of ``make test``.
 """
 import argparse
 import fnmatch
@@ -153,7 +154,7 @@ def run_file(path, device, out_dir, reuse=False, variant="", only=None):
     if reuse and report.exists():  # a stopped run: its tests that did not end run again
         unfinished = {test for test, outcome in test_outcomes(report).items() if outcome is None}
         report.write_text("".join(line for line in report.read_text().splitlines(keepends=True)
-                                  if json.loads(line)["test"] not in unfinished))
+                                  if json.loads(line).get("test") not in unfinished))
     else:
         report.unlink(missing_ok=True)
     while only != []:
