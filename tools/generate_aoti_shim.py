@@ -22,6 +22,21 @@ from torchgen.model import NativeFunctionsGroup, Variant
 
 # The device name torchgen gives its generic shim, and foo's.
 GENERIC, FOO = "aoti_torch_aten_", "aoti_torch_foo_"
+# Each shim function's body, in which it calls the operator.
+CALL_BLOCK = "AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({"
+SOURCE_PREAMBLE = """#define AT_PER_OPERATOR_HEADERS
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+namespace {
+// A shim function runs the operator's foo kernel below Python's dispatch modes, as CUDA's and CPU's shims, which
+// call their kernels directly, do. A mode's Python error would reach the shim without its message (AOTAutograd
+// runs a compiled graph's first call under a mode of its own).
+struct BelowPythonDispatch {
+  c10::impl::ExcludeDispatchKeyGuard guard{
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot})};
+};
+}  // namespace
+"""
 _function_call = torchgen.gen_aoti_c_shim.gen_static_dispatch_backend_call
 
 
@@ -68,23 +83,6 @@ def generate():
     assert source.count(CALL_BLOCK) >= len(functions), "torchgen's shim changed the form of its functions"
     source = source.replace(CALL_BLOCK, CALL_BLOCK + "\n        const BelowPythonDispatch below_python_dispatch;")
     return shim(True), SOURCE_PREAMBLE + source, len(functions)
-
-
-# Each shim function's body, in which it calls the operator.
-CALL_BLOCK = "AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({"
-SOURCE_PREAMBLE = """#define AT_PER_OPERATOR_HEADERS
-#include <c10/core/impl/LocalDispatchKeySet.h>
-
-namespace {
-// A shim function runs the operator's foo kernel below Python's dispatch modes, as CUDA's and CPU's shims, which
-// call their kernels directly, do. A mode's Python error would reach the shim without its message (AOTAutograd
-// runs a compiled graph's first call under a mode of its own).
-struct BelowPythonDispatch {
-  c10::impl::ExcludeDispatchKeyGuard guard{
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot})};
-};
-}  // namespace
-"""
 
 
 def write_if_changed(path, text):

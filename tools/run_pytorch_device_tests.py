@@ -122,8 +122,7 @@ def run_file(path, device, out_dir, reuse=False, variant="", only=None):
         return read_report(report, path.name, device, distributed)
     target = path
     written_for_cuda = next((h for f, h in FOO_ONLY_FILES.items() if path.as_posix().endswith(f + ".py")), None)
-    template = next((run for f, run in TEMPLATE_RUNS.items()
-                     if f"{path.parent.name}/{path.stem}" + (f":{variant}" if variant else "") == f), None)
+    template = TEMPLATE_RUNS.get(f"{path.parent.name}/{path.stem}" + (f":{variant}" if variant else ""))
     if written_for_cuda:
         if device != "foo":
             return {}
